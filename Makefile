@@ -1,0 +1,85 @@
+# msrsync Makefile: tests, lint, man page, install, benchmarks.
+# It installs no dependency; .ci/run does that on a fresh Debian box.
+
+VERSION := $(shell ./msrsync --version | cut -d' ' -f2)
+
+PYTHON  ?= python3
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BINDIR  ?= $(PREFIX)/bin
+MANDIR  ?= $(PREFIX)/share/man
+MANPAGE := man/msrsync.1
+# The oldest Python msrsync supports, when pyenv (or the system) has one.
+PY36    ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.6*/bin/python3.6 \
+                                  $(HOME)/.pyenv/versions/3.6*/bin/python3.6 \
+                                  /usr/bin/python3.6 /usr/local/bin/python3.6))
+# Byte-compiles the files named as arguments without writing any .pyc.
+COMPILE := import sys; [compile(open(f, 'rb').read(), f, 'exec') for f in sys.argv[1:]]
+
+.PHONY: help test lint man install uninstall bench bench-full clean
+
+help:
+	@echo "msrsync $(VERSION): make <target>, where <target> is one of"
+	@echo "  help        this list (default)"
+	@echo "  test        run the test suite: $(PYTHON) -m pytest -q tests"
+	@echo "  lint        pyflakes if installed, else byte-compile (and with Python 3.6 if found)"
+	@echo "  man         render $(MANPAGE); fails on any warning"
+	@echo "  install     install msrsync and its man page under \$$(DESTDIR)\$$(PREFIX) [$(DESTDIR)$(PREFIX)]"
+	@echo "  uninstall   remove what install installed"
+	@echo "  bench       quick benchmark: $(PYTHON) bench/bench.py --quick"
+	@echo "  bench-full  full benchmark: $(PYTHON) bench/bench.py"
+	@echo "  clean       remove __pycache__, .pytest_cache and bench/results*"
+
+test:
+	@$(PYTHON) -m pytest --version >/dev/null 2>&1 || { \
+	  echo "make test: pytest is not installed for $(PYTHON)." >&2; \
+	  echo "  Debian/Ubuntu: sudo apt-get install python3-pytest; elsewhere: $(PYTHON) -m pip install pytest" >&2; \
+	  echo "  (.ci/run installs it on a fresh Debian box)" >&2; \
+	  exit 1; }
+	$(PYTHON) -m pytest -q tests
+
+lint:
+	@set -e; \
+	if $(PYTHON) -m pyflakes --version >/dev/null 2>&1; then \
+	  echo "$(PYTHON) -m pyflakes msrsync $(wildcard tests bench)"; \
+	  $(PYTHON) -m pyflakes msrsync $(wildcard tests bench); \
+	else \
+	  echo "pyflakes not installed: byte-compiling only"; \
+	  echo "$(PYTHON): compile msrsync $(wildcard tests/*.py bench/*.py)"; \
+	  $(PYTHON) -c "$(COMPILE)" msrsync $(wildcard tests/*.py bench/*.py); \
+	fi; \
+	if [ -n "$(PY36)" ]; then \
+	  echo "$(PY36): compile msrsync"; \
+	  "$(PY36)" -c "$(COMPILE)" msrsync; \
+	else \
+	  echo "no Python 3.6 found (set PY36=/path/to/python3.6): skipping the 3.6 check"; \
+	fi
+
+man:
+	@command -v man >/dev/null 2>&1 || { \
+	  echo "make man: 'man' not found; install man-db and groff-base (.ci/run does)" >&2; exit 1; }
+	@echo "MANWIDTH=80 man --warnings -E UTF-8 -l $(MANPAGE) >/dev/null"
+	@warnings=$$(MANWIDTH=80 man --warnings -E UTF-8 -l $(MANPAGE) 2>&1 >/dev/null) || { \
+	  printf '%s\n' "$$warnings" >&2; echo "make man: man failed on $(MANPAGE)" >&2; exit 1; }; \
+	if [ -n "$$warnings" ]; then \
+	  printf '%s\n' "$$warnings" >&2; echo "make man: $(MANPAGE) renders with warnings (above)" >&2; exit 1; \
+	fi; \
+	echo "$(MANPAGE) renders without warnings"
+
+install:
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 0755 msrsync $(DESTDIR)$(BINDIR)/msrsync
+	install -m 0644 $(MANPAGE) $(DESTDIR)$(MANDIR)/man1/msrsync.1
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/msrsync $(DESTDIR)$(MANDIR)/man1/msrsync.1
+
+bench:
+	$(PYTHON) bench/bench.py --quick
+
+bench-full:
+	$(PYTHON) bench/bench.py
+
+clean:
+	find . -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
+	rm -rf .pytest_cache bench/results*

@@ -1,0 +1,542 @@
+"""Test harness for msrsync: drive the real executable, build awkward trees, compare trees.
+
+The oracle of every copy test is plain rsync: the same SRC arguments are copied once with
+``rsync OPTS SRC... DEST_oracle`` and once with ``msrsync ... SRC... DEST``, then the two
+destinations are compared entry by entry (type, mode, owner, size, content, mtime, link
+target, hard-link groups), like rsync's own testsuite ``checkit``.
+"""
+
+import collections
+import glob
+import hashlib
+import os
+import random
+import re
+import shlex
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+PROJECT_DIR = os.path.dirname(TESTS_DIR)
+MSRSYNC = os.path.join(PROJECT_DIR, "msrsync")
+README = os.path.join(PROJECT_DIR, "README.md")
+MANPAGE = os.path.join(PROJECT_DIR, "man", "msrsync.1")
+
+DEFAULT_RSYNC_OPTS = ["-aS", "--numeric-ids"]
+DEFAULT_TIMEOUT = 120
+IS_ROOT = os.geteuid() == 0
+NOBODY = 65534
+# A fixed, old, nanosecond-precise timestamp so that an mtime which rsync failed to copy
+# can never be mistaken for "now".
+BASE_TIME_NS = 1500000000 * 10 ** 9 + 123456789
+
+
+# --------------------------------------------------------------------------- processes
+
+def _arg(value):
+    """subprocess accepts str and bytes arguments; turn path objects into bytes."""
+    if isinstance(value, (str, bytes)):
+        return value
+    if hasattr(value, "__fspath__"):
+        return os.fsencode(value)
+    return str(value)
+
+
+def run_cmd(argv, timeout=DEFAULT_TIMEOUT, env=None, cwd=None, input=None):
+    """Run argv (str/bytes/path items), capture stdout/stderr as bytes."""
+    argv = [_arg(a) for a in argv]
+    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL if input is None else None,
+                          input=input, timeout=timeout, env=env, cwd=cwd and _arg(cwd))
+
+
+def run_msrsync(*args, python=sys.executable, timeout=DEFAULT_TIMEOUT, env=None, cwd=None,
+                prefix=(), input=None):
+    """Run ``[*prefix, python, MSRSYNC, *args]``; returns a CompletedProcess (bytes output)."""
+    return run_cmd(list(prefix) + [python, MSRSYNC] + list(args), timeout=timeout, env=env,
+                   cwd=cwd, input=input)
+
+
+def run_rsync(*args, opts=None, prefix=(), timeout=DEFAULT_TIMEOUT, env=None, cwd=None):
+    """Run plain rsync: ``rsync OPTS args...`` (OPTS defaults to msrsync's defaults)."""
+    opts = DEFAULT_RSYNC_OPTS if opts is None else list(opts)
+    return run_cmd(list(prefix) + ["rsync"] + opts + list(args), timeout=timeout, env=env,
+                   cwd=cwd)
+
+
+def start_msrsync(*args, python=sys.executable, env=None, cwd=None):
+    """Start msrsync in the background (SIGINT at its default, as from a terminal)."""
+    def restore_sigint():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    argv = [python, MSRSYNC] + [_arg(a) for a in args]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, env=env, cwd=cwd and _arg(cwd),
+                            preexec_fn=restore_sigint)
+
+
+def text(data):
+    """bytes -> str without ever failing (non-UTF-8 names survive as surrogates)."""
+    return data.decode("utf-8", "surrogateescape") if isinstance(data, bytes) else data
+
+
+def describe(cp):
+    """Human-readable account of a finished process, for assertion messages."""
+    return "argv: %r\nexit: %s\n--- stdout ---\n%s\n--- stderr ---\n%s" % (
+        cp.args, cp.returncode, text(cp.stdout)[-4000:], text(cp.stderr)[-4000:])
+
+
+def stderr_lines(cp):
+    return [l for l in text(cp.stderr).splitlines()]
+
+
+def rsync_processes_mentioning(needle):
+    """(pid, argv) of live rsync processes whose command line contains needle (bytes).
+
+    Scans /proc; zombies are ignored (they hold nothing and are reaped by their parent).
+    """
+    needle = os.fsencode(needle)
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % name, "rb") as f:
+                cmdline = f.read()
+            with open("/proc/%s/stat" % name, "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        argv = cmdline.split(b"\0")
+        if state == b"Z" or not argv or not argv[0]:
+            continue
+        if os.path.basename(argv[0]).startswith(b"rsync") and needle in cmdline:
+            found.append((int(name), argv))
+    return found
+
+
+def wait_for(predicate, timeout, interval=0.05):
+    """Poll predicate until it returns something truthy or timeout passes; return the value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)
+
+
+# --------------------------------------------------------------------------- other users
+
+def nonroot_prefix():
+    """Command prefix that runs a command as nobody (65534), or None when impossible."""
+    if not IS_ROOT:
+        return None
+    if shutil.which("setpriv"):
+        return ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups"]
+    if shutil.which("runuser"):
+        try:
+            import pwd
+            name = pwd.getpwuid(NOBODY).pw_name
+        except (KeyError, ImportError):
+            return None
+        return ["runuser", "-u", name, "--"]
+    return None
+
+
+def nonroot_python(prefix):
+    """A Python interpreter that nobody can run and that can read msrsync, or None."""
+    for candidate in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"):
+        if not os.path.exists(candidate):
+            continue
+        cp = run_cmd(list(prefix) + [candidate, "-c",
+                                     "import sys; open(sys.argv[1], 'rb').read()", MSRSYNC],
+                     timeout=30)
+        if cp.returncode == 0:
+            return candidate
+    return None
+
+
+def shared_tmpdir():
+    """A fresh 0777 directory under /tmp (pytest's tmp_path is 0700, closed to nobody)."""
+    path = tempfile.mkdtemp(prefix="msrsync-test-", dir="/tmp")
+    os.chmod(path, 0o777)
+    return path
+
+
+def chown_tree(root, uid, gid):
+    root = os.fsencode(root)
+    os.lchown(root, uid, gid)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            os.lchown(os.path.join(dirpath, name), uid, gid)
+
+
+def rmtree_force(path):
+    """rmtree that also copes with 0555/000 directories when not root."""
+    path = os.fsencode(path)
+    if not os.path.lexists(path):
+        return
+    for dirpath, dirnames, _ in os.walk(path):
+        for name in dirnames:
+            full = os.path.join(dirpath, name)
+            if not os.path.islink(full):
+                try:
+                    os.chmod(full, 0o700)
+                except OSError:
+                    pass
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- trees
+
+def _write(path, data, mode=None):
+    with open(path, "wb") as f:
+        f.write(data)
+    if mode is not None:
+        os.chmod(path, mode)
+
+
+def _content(rng, size):
+    return bytes(rng.getrandbits(8) for _ in range(size)) if size < 64 else \
+        (hashlib.sha256(str(rng.random()).encode()).digest() * (size // 32 + 1))[:size]
+
+
+def _set_times(root, rng):
+    """Give every entry an old, distinct mtime: files and links first, then directories
+    deepest first (setting a file's time does not touch its directory, but creating
+    entries does, so directories come last)."""
+    dirs = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirs.append(dirpath)
+        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            full = os.path.join(dirpath, name)
+            t = BASE_TIME_NS + rng.randrange(10 ** 6) * 10 ** 9 + rng.randrange(10 ** 9)
+            os.utime(full, ns=(t, t), follow_symlinks=False)
+    for dirpath in sorted(dirs, key=lambda d: d.count(b"/"), reverse=True):
+        t = BASE_TIME_NS + rng.randrange(10 ** 6) * 10 ** 9 + rng.randrange(10 ** 9)
+        os.utime(dirpath, ns=(t, t), follow_symlinks=False)
+
+
+# Names that have broken copy tools before: shell metacharacters, option look-alikes,
+# bytes that are not UTF-8, a newline (rsync escapes it as \#012 in its output).
+WEIRD_NAMES = [
+    b"with space", b"two  spaces ", b"quote'single", b'quote"double', b"new\nline",
+    b"-rf", b"--help", b"-", b"back\\slash", b"\xff\xfe-invalid-utf8", b"tab\tname",
+    b"star*?[x]", b"dollar$HOME", b"semi;colon&amp|pipe", b"percent%s%n", b"#hash",
+    u"unicode \u00e9\u00fc \u65e5\u672c\u8a9e \U0001f389".encode("utf-8"),
+    b"n" * 200, b".hidden", b"..dots", b"trailing.",
+]
+
+
+def make_tree(root, kind="weird", seed=0, **kw):
+    """Build a source tree of the given kind under root (created); returns root as bytes.
+
+    kinds:
+      weird    -- every awkward case at once (see WEIRD_NAMES, symlinks, FIFO, modes,
+                  read-only dir, 30-deep nesting, hard links, sparse file, owners when root)
+      small    -- the weird names, links and modes but only a few dozen files
+      readonly -- a 0555 directory holding many files (and a 0555 subdirectory), kw n=...
+      big      -- kw count=... files of kw size=... bytes (for slow, interruptible copies)
+      flat     -- kw n=... small files in one directory
+    """
+    root = os.fsencode(root)
+    rng = random.Random(seed)
+    os.makedirs(root, exist_ok=True)
+    j = lambda *parts: os.path.join(root, *parts)
+    if kind in ("weird", "small"):
+        _make_weird(root, rng, many=(kind == "weird"))
+    elif kind == "readonly":
+        n = kw.get("n", 60)
+        ro = j(b"ro dir")
+        os.mkdir(ro)
+        for i in range(n):
+            _write(os.path.join(ro, b"f%03d" % i), _content(rng, rng.randrange(0, 3000)))
+        sub = os.path.join(ro, b"ro sub")
+        os.mkdir(sub)
+        for i in range(n // 3):
+            _write(os.path.join(sub, b"g%03d" % i), _content(rng, rng.randrange(0, 3000)))
+        _write(j(b"top file"), b"top\n")
+        os.chmod(sub, 0o555)
+        os.chmod(ro, 0o555)
+    elif kind == "big":
+        for i in range(kw.get("count", 4)):
+            _write(j(b"big%d.bin" % i), _content(rng, kw.get("size", 1 << 20)))
+    elif kind == "flat":
+        for i in range(kw.get("n", 20)):
+            _write(j(b"file%03d" % i), _content(rng, kw.get("size", rng.randrange(1, 500))))
+    else:
+        raise ValueError("unknown tree kind %r" % kind)
+    _set_times(root, rng)
+    return root
+
+
+def _make_weird(root, rng, many):
+    j = lambda *parts: os.path.join(root, *parts)
+    # weird names, as files at the top and as directories holding a file with a weird name
+    for i, name in enumerate(WEIRD_NAMES):
+        _write(j(name), _content(rng, rng.randrange(0, 2000)))
+        d = j(b"dir " + name[:150])
+        os.mkdir(d)
+        _write(os.path.join(d, WEIRD_NAMES[(i + 3) % len(WEIRD_NAMES)]),
+               _content(rng, rng.randrange(0, 2000)))
+    os.mkdir(j(b"bad\xe9dir"))
+    _write(j(b"bad\xe9dir", b"\xc3\x28"), b"invalid two-byte sequence\n")
+    # empty directories
+    os.makedirs(j(b"empty"))
+    os.makedirs(j(b"empty2", b"nested empty", b"-deeper"))
+    # 30-deep nesting with a file at the bottom and one half way
+    deep = j(b"deep")
+    for i in range(1, 31):
+        deep = os.path.join(deep, b"d%02d" % i)
+        if i == 15:
+            os.makedirs(deep)
+            _write(os.path.join(deep, b"middle"), b"middle\n")
+    os.makedirs(deep)
+    _write(os.path.join(deep, b"leaf"), b"leaf\n")
+    # symlinks: relative, absolute, dangling, to a directory, with weird targets
+    os.symlink(b"with space", j(b"link rel"))
+    os.symlink(b"/etc/hostname", j(b"link abs"))
+    os.symlink(b"does/not/exist", j(b"link dangling"))
+    os.symlink(b"deep", j(b"link to dir"))
+    os.symlink(b"new\nline", j(b"link\nweird"))
+    os.symlink(b"../\xff\xfe-invalid-utf8", j(b"dir with space", b"link up"))
+    # modes
+    _write(j(b"mode600"), b"secret\n", 0o600)
+    _write(j(b"mode755"), b"#!/bin/sh\nexit 0\n", 0o755)
+    _write(j(b"mode644"), b"plain\n", 0o644)
+    _write(j(b"mode4755 setuid"), b"suid\n", 0o4755)
+    _write(j(b"mode444"), b"sticky ro\n", 0o444)
+    os.mkdir(j(b"dir700"))
+    _write(j(b"dir700", b"inside"), b"x\n")
+    os.chmod(j(b"dir700"), 0o700)
+    os.mkdir(j(b"dir2775 setgid"))
+    _write(j(b"dir2775 setgid", b"inside"), b"y\n")
+    os.chmod(j(b"dir2775 setgid"), 0o2775)
+    os.mkdir(j(b"sticky1777"))
+    os.chmod(j(b"sticky1777"), 0o1777)
+    # a FIFO (rsync -a includes --specials)
+    os.mkfifo(j(b"fifo"))
+    os.mkfifo(j(b"dir with space", b"fifo two"))
+    # hard links (copied as separate files without -H, by rsync and msrsync alike)
+    _write(j(b"hard one"), b"linked content\n")
+    os.link(j(b"hard one"), j(b"dir with space", b"hard two"))
+    # a sparse file (-S) and an empty file
+    with open(j(b"sparse"), "wb") as f:
+        f.seek(256 * 1024)
+        f.write(b"end of sparse file\n")
+    _write(j(b"empty file"), b"")
+    # many small files of varied sizes, in a few directories
+    n_files = 300 if many else 30
+    for i in range(n_files):
+        d = j(b"many", b"d%02d" % (i % (12 if many else 3)))
+        os.makedirs(d, exist_ok=True)
+        size = rng.choice([0, 1, 2, 10, 100, 500, 1023, 1024, 1025, 3000, 9000])
+        _write(os.path.join(d, b"f%04d.dat" % i), _content(rng, size))
+    # a read-only directory (mode 0555) holding many files
+    ro = j(b"read only")
+    os.mkdir(ro)
+    for i in range(60 if many else 10):
+        _write(os.path.join(ro, b"r%03d" % i), _content(rng, rng.randrange(0, 1500)))
+    os.chmod(ro, 0o555)
+    # owners other than the runner's (only root can do this)
+    if IS_ROOT:
+        os.lchown(j(b"mode644"), 4242, 4343)
+        os.lchown(j(b"link rel"), 4444, 4545)
+        os.lchown(j(b"dir700"), 4646, 4747)
+        os.lchown(j(b"many", b"d01"), 1, 2)
+
+
+def tree_stats(root):
+    """Counts for a source tree: entries below root (root excluded), regular files,
+    directories (root excluded), symlinks, others, and bytes of regular files."""
+    snap = snapshot(root)
+    counts = collections.Counter(e["type"] for p, e in snap.items() if p != b".")
+    return {
+        "entries": len(snap) - 1,
+        "files": counts["file"],
+        "dirs": counts["dir"],
+        "symlinks": counts["symlink"],
+        "others": sum(v for k, v in counts.items() if k not in ("file", "dir", "symlink")),
+        "file_bytes": sum(e["size"] for e in snap.values() if e["type"] == "file"),
+        "sizes": [e["size"] for e in snap.values() if e["type"] == "file"],
+    }
+
+
+# --------------------------------------------------------------------------- comparing
+
+_TYPES = [(stat.S_ISREG, "file"), (stat.S_ISDIR, "dir"), (stat.S_ISLNK, "symlink"),
+          (stat.S_ISFIFO, "fifo"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "chardev"),
+          (stat.S_ISBLK, "blockdev")]
+
+
+def _sha256(path):
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 16), b""):
+                h.update(block)
+    except OSError as e:
+        return "unreadable: %s" % e.strerror
+    return h.hexdigest()
+
+
+def snapshot(root, ignore_root_mtime=False):
+    """Map each path relative to root (bytes; root itself is b".") to its attributes.
+
+    Uses os.lstat on bytes paths and never follows symlinks. Records type, permission
+    bits (S_IMODE), uid, gid, mtime_ns (for every type, symlinks included: rsync -a sets
+    them on Linux), size and sha256 for regular files, target for symlinks, rdev for
+    devices, and the hard-link group (sorted relative paths sharing the inode) of regular
+    files whose link count is above 1. Directory sizes are left out (they depend on the
+    directory's history, not on its contents).
+    """
+    root = os.fsencode(root)
+    entries = {}
+    inodes = collections.defaultdict(list)
+    stack = [b"."]
+    while stack:
+        rel = stack.pop()
+        full = root if rel == b"." else os.path.join(root, rel)
+        st = os.lstat(full)
+        kind = next((name for test, name in _TYPES if test(st.st_mode)), "unknown")
+        entry = {"type": kind, "mode": oct(stat.S_IMODE(st.st_mode)), "uid": st.st_uid,
+                 "gid": st.st_gid, "mtime_ns": st.st_mtime_ns}
+        if kind == "file":
+            entry["size"] = st.st_size
+            entry["sha256"] = _sha256(full)
+            if st.st_nlink > 1:
+                inodes[(st.st_dev, st.st_ino)].append(rel)
+        elif kind == "symlink":
+            entry["target"] = os.readlink(full)
+        elif kind in ("chardev", "blockdev"):
+            entry["rdev"] = st.st_rdev
+        elif kind == "dir":
+            for name in os.listdir(full):
+                stack.append(name if rel == b"." else os.path.join(rel, name))
+        if rel == b"." and ignore_root_mtime:
+            del entry["mtime_ns"]
+        entries[rel] = entry
+    for group in inodes.values():
+        for rel in group:
+            entries[rel]["hardlinks"] = tuple(sorted(group))
+    return entries
+
+
+def diff_snapshots(a, b, label_a="expected", label_b="actual"):
+    """List of human-readable differences between two snapshots (empty when equal)."""
+    diffs = []
+    for rel in sorted(set(a) | set(b)):
+        if rel not in b:
+            diffs.append("%r: only in %s (%s)" % (rel, label_a, a[rel]["type"]))
+        elif rel not in a:
+            diffs.append("%r: only in %s (%s)" % (rel, label_b, b[rel]["type"]))
+        else:
+            for key in sorted(set(a[rel]) | set(b[rel])):
+                va, vb = a[rel].get(key), b[rel].get(key)
+                if va != vb:
+                    diffs.append("%r: %s differs: %s=%r %s=%r"
+                                 % (rel, key, label_a, va, label_b, vb))
+    return diffs
+
+
+def assert_same_tree(a, b, ignore_root_mtime=False, label_a="expected", label_b="actual",
+                     max_shown=25):
+    """Assert two trees (paths or snapshots) are identical; the message lists the first
+    differences, one per line."""
+    if not isinstance(a, dict):
+        a = snapshot(a, ignore_root_mtime)
+    if not isinstance(b, dict):
+        b = snapshot(b, ignore_root_mtime)
+    if ignore_root_mtime:
+        a, b = dict(a), dict(b)
+        for snap in (a, b):
+            if b"." in snap:
+                snap[b"."] = {k: v for k, v in snap[b"."].items() if k != "mtime_ns"}
+    diffs = diff_snapshots(a, b, label_a, label_b)
+    if diffs:
+        shown = "\n  ".join(diffs[:max_shown])
+        more = "\n  ... and %d more" % (len(diffs) - max_shown) if len(diffs) > max_shown else ""
+        raise AssertionError("trees differ (%d differences, %d vs %d entries):\n  %s%s"
+                             % (len(diffs), len(a), len(b), shown, more))
+
+
+# --------------------------------------------------------------------------- the oracle
+
+class Differential(object):
+    """Outcome of one differential run: the oracle (plain rsync) and msrsync side by side."""
+
+    __slots__ = ("oracle", "msrsync", "oracle_dest", "msrsync_dest")
+
+    def __init__(self, oracle, msrsync, oracle_dest, msrsync_dest):
+        self.oracle = oracle            # CompletedProcess of plain rsync
+        self.msrsync = msrsync          # CompletedProcess of msrsync
+        self.oracle_dest = oracle_dest  # DEST made by rsync (bytes)
+        self.msrsync_dest = msrsync_dest  # DEST made by msrsync (bytes)
+
+
+def rsync_opts_string(opts):
+    return " ".join(shlex.quote(text(o)) for o in opts)
+
+
+def differential(workdir, srcs, msrsync_opts=(), rsync_opts=None, dest_name=b"dest",
+                 expect_rc=0, ignore_root_mtime=None, python=sys.executable, cwd=None,
+                 prepare_dest=None, prefix=(), dest_parent_exists=True, compare=True,
+                 timeout=DEFAULT_TIMEOUT):
+    """Copy srcs with plain rsync into workdir/oracle/DEST and with msrsync into
+    workdir/msrsync/DEST; check both exit with expect_rc and the trees are the same.
+
+    srcs are passed unchanged to both tools (trailing slashes, '.', '..' kept). When
+    cwd is given, relative srcs are resolved there (by both tools). rsync_opts None means
+    msrsync's defaults (no --rsync given); otherwise msrsync gets ``--rsync "OPTS"``.
+    ignore_root_mtime defaults to True unless there is one SRC whose contents are copied
+    (trailing '/', '/.' or '/..'): otherwise DEST's root is a container made at run time.
+    prepare_dest(path) may pre-populate each DEST (called for both before the runs).
+    """
+    workdir = os.fsencode(workdir)
+    srcs = [_arg(s) for s in srcs]
+    if ignore_root_mtime is None:
+        ignore_root_mtime = not (len(srcs) == 1 and
+                                 re.search(rb"/(\.\.?)?$", os.fsencode(srcs[0])))
+    dests = []
+    for side in (b"oracle", b"msrsync"):
+        parent = os.path.join(workdir, side)
+        if dest_parent_exists:
+            os.makedirs(parent, exist_ok=True)
+            if prefix:
+                os.chmod(parent, 0o777)
+        dest = os.path.join(parent, os.fsencode(dest_name))
+        if prepare_dest is not None:
+            prepare_dest(dest)
+        dests.append(dest)
+    oracle = run_rsync(*(srcs + [dests[0]]), opts=rsync_opts, prefix=prefix, cwd=cwd,
+                       timeout=timeout)
+    args = list(msrsync_opts)
+    if rsync_opts is not None:
+        args += ["--rsync", rsync_opts_string(rsync_opts)]
+    result = run_msrsync(*(args + srcs + [dests[1]]), python=python, prefix=prefix, cwd=cwd,
+                         timeout=timeout)
+    assert oracle.returncode == expect_rc, "plain rsync (the oracle) did not exit %d:\n%s" % (
+        expect_rc, describe(oracle))
+    assert result.returncode == expect_rc, "msrsync did not exit %d like rsync:\n%s" % (
+        expect_rc, describe(result))
+    assert b"Traceback" not in result.stderr, describe(result)
+    if compare:
+        assert_same_tree(dests[0], dests[1], ignore_root_mtime=ignore_root_mtime,
+                         label_a="rsync", label_b="msrsync")
+    return Differential(oracle, result, dests[0], dests[1])
+
+
+def pyenv_python(minor):
+    """Absolute path of a pyenv python3 for e.g. minor '3.6', newest patch; None if absent."""
+    roots = [os.environ.get("PYENV_ROOT"), os.path.expanduser("~/.pyenv")]
+    found = []
+    for r in filter(None, roots):
+        for exe in glob.glob(os.path.join(r, "versions", minor + ".*", "bin", "python3")):
+            version = os.path.basename(os.path.dirname(os.path.dirname(exe)))
+            if re.match(r"^\d+\.\d+\.\d+$", version):
+                found.append((tuple(int(x) for x in version.split(".")), exe))
+    return max(found)[1] if found else None
