@@ -591,6 +591,22 @@ def markdown_table(rows):
     return "\n".join(out)
 
 
+def command_templates(tools, args):
+    """One command line per kind of tool, paths shown as SRC/ DST/."""
+    seen, out = set(), []
+    for tool in tools:
+        if tool.kind in seen:
+            continue
+        seen.add(tool.kind)
+        argv = tool_argv(tool._replace(procs="N") if tool.procs else tool,
+                         "SRC", "DST", args, "WORKDIR")
+        if argv[0] == sys.executable:
+            argv = argv[1:]
+        argv[0] = os.path.basename(argv[0])
+        out.append("`%s`" % " ".join(shlex.quote(a) for a in argv))
+    return out
+
+
 def environment(args, workdir, tools):
     mnt, fstype = filesystem_of(workdir)
     env = {
@@ -827,8 +843,7 @@ def main(argv=None):
                args.seed),
             "repetitions: %d, interleaved round-robin; page cache dropped before "
             "%d of %d runs" % (args.reps, dropped, len(runs)),
-            "rsync: rsync %s SRC/ DST/; msrsync: msrsync -p N%s SRC/ DST/"
-            % (" ".join(RSYNC_OPTS), (" " + args.msrsync_opts) if args.msrsync_opts else ""),
+            "commands: %s" % "; ".join(command_templates(tools, args)),
             "check after each initial copy: file/dir counts and bytes%s"
             % (" + rsync -ain --delete" if args.verify else ""),
             "benchmark time %.0fs (dataset build %.0fs)" % (bench_s, build_s),

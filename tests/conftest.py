@@ -1,0 +1,67 @@
+"""Shared fixtures: a private $TMPDIR per test, source trees built once, a non-root runner."""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import helpers  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: takes more than a couple of seconds")
+    config.addinivalue_line("markers", "nonroot: runs msrsync as an unprivileged user")
+
+
+@pytest.fixture(autouse=True)
+def private_tmpdir(tmp_path, monkeypatch):
+    """Every test gets its own $TMPDIR (inherited by msrsync), so bucket directories left
+    behind are visible to the test and never pile up in /tmp."""
+    path = tmp_path / "TMPDIR"
+    path.mkdir()
+    monkeypatch.setenv("TMPDIR", str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def weird_src(tmp_path_factory):
+    """The full weird tree (about 500 entries); never modified by tests."""
+    return helpers.make_tree(tmp_path_factory.mktemp("weird") / "src", "weird")
+
+
+@pytest.fixture(scope="session")
+def small_src(tmp_path_factory):
+    """The weird names, links and modes with few files (for runs with one entry per
+    bucket); never modified by tests."""
+    return helpers.make_tree(tmp_path_factory.mktemp("small") / "src", "small", seed=1)
+
+
+@pytest.fixture
+def nonroot():
+    """(prefix, python, workdir) to run commands as nobody in a 0777 directory under /tmp.
+
+    Skips with the reason when the suite does not run as root, or neither setpriv nor
+    runuser exists, or no Python is usable by nobody."""
+    prefix = helpers.nonroot_prefix()
+    if prefix is None:
+        pytest.skip("needs root plus setpriv or runuser to run msrsync as nobody (65534)")
+    python = helpers.nonroot_python(prefix)
+    if python is None:
+        pytest.skip("no python3 that user nobody can run and that can read %s"
+                    % helpers.MSRSYNC)
+    workdir = helpers.shared_tmpdir()
+    tmpdir = os.path.join(workdir, "TMPDIR")
+    os.mkdir(tmpdir)
+    os.chmod(tmpdir, 0o777)
+    old = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = tmpdir
+    try:
+        yield prefix, python, os.fsencode(workdir)
+    finally:
+        if old is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = old
+        helpers.rmtree_force(workdir)
