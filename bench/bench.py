@@ -30,6 +30,7 @@ measures only local copies.
 
 import argparse
 import collections
+import hashlib
 import json
 import os
 import platform
@@ -76,6 +77,7 @@ SCENARIO_UPTODATE = "up-to-date re-run"
 SCENARIOS = (SCENARIO_INITIAL, SCENARIO_UPTODATE)
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
+OUTLIER_FACTOR = 2.0        # a run slower than this times its median is flagged
 HWM_SAMPLE_SECONDS = 0.02
 
 # ---------------------------------------------------------------------------
@@ -155,11 +157,34 @@ def command_prefix(path):
     return [sys.executable, path] if is_python_script(path) else [path]
 
 
-def first_line_of(argv):
+def file_digest(path):
+    """sha256 of PATH: tells which msrsync was measured, and whether it
+    changed while the benchmark ran."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 16), b""):
+                h.update(chunk)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def first_line_of(argv, required=False):
+    """First line ARGV prints (a --version).  REQUIRED: a failure raises, so
+    a broken tool stops the benchmark before the dataset is built."""
     try:
         out = subprocess.check_output(argv, stderr=subprocess.STDOUT,
                                       universal_newlines=True, timeout=30)
+    except subprocess.CalledProcessError as exc:
+        if required:
+            raise BenchError("%s failed (exit %d): %s" % (
+                " ".join(argv[-2:]), exc.returncode,
+                " | ".join(exc.output.strip().splitlines()[-3:])))
+        return "unavailable (exit %d)" % exc.returncode
     except (OSError, subprocess.SubprocessError) as exc:
+        if required:
+            raise BenchError("cannot run %s: %s" % (" ".join(argv[-2:]), exc))
         return "unavailable (%s)" % exc
     lines = out.strip().splitlines()
     return lines[0].strip() if lines else ""
@@ -573,6 +598,32 @@ def summarize(tools, runs):
     return rows
 
 
+def find_outliers(runs, rows):
+    """Successful runs slower than OUTLIER_FACTOR x their row's median: on a
+    shared machine they are usually noise, but a stall inside the tool looks
+    the same, so they are listed (with their CPU time) rather than hidden."""
+    medians = {(r["scenario"], r["tool"]): r["median_s"] for r in rows if "median_s" in r}
+    out = []
+    for run in runs:
+        median = medians.get((run["scenario"], run["tool"]))
+        if run["ok"] and median and run["wall_s"] > OUTLIER_FACTOR * median:
+            out.append("%s, %s, rep %d: %.2f s (median %.2f s), CPU %.2f s, log %s"
+                       % (run["tool"], run["scenario"], run["rep"], run["wall_s"],
+                          median, run["cpu_s"], run["log"]))
+    return out
+
+
+def save_logs(workdir):
+    """Move WORKDIR/logs out of a temp workdir about to be removed."""
+    logs = os.path.join(workdir, "logs")
+    if not os.path.isdir(logs):
+        return None
+    keep = tempfile.mkdtemp(prefix="msrsync-bench-logs-", dir=os.path.dirname(workdir))
+    for name in os.listdir(logs):
+        shutil.move(os.path.join(logs, name), keep)
+    return keep
+
+
 def markdown_table(rows):
     head = ("| scenario | tool | median s | min | max | ratio to rsync "
             "| CPU s | peak RSS MB |")
@@ -620,8 +671,10 @@ def environment(args, workdir, tools):
         "euid": os.geteuid(), "loadavg_start": loadavg(),
     }
     if any(t.kind == "msrsync" for t in tools):
-        env["msrsync"] = first_line_of(command_prefix(args.msrsync) + ["--version"])
+        env["msrsync"] = first_line_of(command_prefix(args.msrsync) + ["--version"],
+                                       required=True)
         env["msrsync_path"] = os.path.abspath(args.msrsync)
+        env["msrsync_sha256"] = file_digest(args.msrsync)
     if args.fpsync:
         env["fpsync"] = os.path.abspath(args.fpsync)
     if args.orig_msrsync:
@@ -634,6 +687,9 @@ def describe_environment(env, extra):
     for key in ("rsync", "msrsync", "python", "cpus", "kernel"):
         if key in env:
             lines.append("- %s: %s" % (key, env[key]))
+            if key == "msrsync" and env.get("msrsync_sha256"):
+                lines[-1] += " (%s, sha256 %s)" % (env["msrsync_path"],
+                                                   env["msrsync_sha256"][:12])
     lines.append("- workdir: %s (%s on %s)" % (env["workdir"], env["filesystem"], env["mount"]))
     lines += ["- %s" % e for e in extra]
     lines.append("- load average at start: %s" % (
@@ -662,7 +718,11 @@ def run_memory(args):
     1,000,000 entries shows nothing is kept per entry.  rsync rows are for
     reference (rsync holds its file list, incremental recursion or not)."""
     base = args.workdir or os.environ.get("SHM") or "/dev/shm"
+    if not os.path.exists(args.msrsync):
+        raise BenchError("msrsync not found: %s (use --msrsync PATH)" % args.msrsync)
+    env = environment(args, base, [Tool("msrsync", "msrsync", 1)])
     workdir = tempfile.mkdtemp(prefix="msrsync-bench-mem-", dir=base)
+    env["workdir"] = workdir
     os.makedirs(os.path.join(workdir, "logs"))
     want = [t for t in args.tools.split(",") if t.strip()] if args.tools_given else \
         ["rsync", "msrsync"]
@@ -670,9 +730,6 @@ def run_memory(args):
     sizes = sorted(args.memory_sizes)
     copy_procs = max(args.procs) if args.procs_given else MEMORY_COPY_PROCS
     msr = command_prefix(args.msrsync)
-    if not os.path.exists(args.msrsync):
-        raise BenchError("msrsync not found: %s (use --msrsync PATH)" % args.msrsync)
-    env = environment(args, workdir, [Tool("msrsync", "msrsync", 1)])
     rows = []
 
     def one(label, size, argv, mode):
@@ -824,6 +881,7 @@ def main(argv=None):
         else:
             base = os.environ.get("SHM", "/dev/shm") if args.shm else "/var/tmp"
             workdir, owned = tempfile.mkdtemp(prefix="msrsync-bench-", dir=base), True
+        runs, failures, kept_logs = [], [], None
         try:
             env = environment(args, workdir, tools)
             src, expected, build_s = prepare_dataset(workdir, args.files, args.seed)
@@ -832,9 +890,22 @@ def main(argv=None):
             bench_s = time.monotonic() - t0
         finally:
             if owned and not args.keep:
+                rows = summarize(tools, runs)
+                if failures or find_outliers(runs, rows):
+                    kept_logs = save_logs(workdir)
                 remove_tree(workdir)
         env["loadavg_end"] = loadavg()
+        changed = "msrsync_sha256" in env and file_digest(args.msrsync) != env["msrsync_sha256"]
+        if changed:
+            failures.append("%s changed while the benchmark ran: the figures mix versions"
+                            % args.msrsync)
         rows = summarize(tools, runs)
+        outliers = find_outliers(runs, rows)
+        if kept_logs:
+            for run in runs:
+                run["log"] = os.path.join(kept_logs, os.path.basename(run["log"]))
+            outliers = find_outliers(runs, rows)
+            failures = [f.replace(os.path.join(workdir, "logs"), kept_logs) for f in failures]
         dropped = sum(1 for r in runs if r["cache_dropped"])
         tops, subs = dataset_layout(args.files)
         extra = [
@@ -851,18 +922,28 @@ def main(argv=None):
         print(describe_environment(env, extra))
         print()
         print(markdown_table(rows))
+        if outliers:
+            print()
+            print("OUTLIERS (slower than %g x their median; kept in the figures):"
+                  % OUTLIER_FACTOR)
+            for o in outliers:
+                print("- " + o)
         if failures:
             print()
             print("FAILURES:")
             for f in failures:
                 print("- " + f.replace("\n", "\n    "))
+        if kept_logs:
+            print()
+            print("logs kept in %s" % kept_logs)
         if args.json:
             write_json(args.json, {
                 "mode": "quick" if args.quick else "full", "environment": env,
                 "dataset": dict(expected._asdict(), seed=args.seed, top_dirs=tops,
                                 subdirs_per_top=subs),
                 "reps": args.reps, "tools": [t._asdict() for t in tools],
-                "summary": rows, "runs": runs, "failures": failures})
+                "summary": rows, "runs": runs, "outliers": outliers,
+                "failures": failures, "logs_kept": kept_logs})
         return 1 if failures else 0
     except BenchError as exc:
         sys.stderr.write("bench.py: error: %s\n" % exc)

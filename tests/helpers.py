@@ -226,7 +226,7 @@ def _set_times(root, rng):
 WEIRD_NAMES = [
     b"with space", b"two  spaces ", b"quote'single", b'quote"double', b"new\nline",
     b"-rf", b"--help", b"-", b"back\\slash", b"\xff\xfe-invalid-utf8", b"tab\tname",
-    b"star*?[x]", b"dollar$HOME", b"semi;colon&amp|pipe", b"percent%s%n", b"#hash",
+    b"star*?[x]", b"dollar$HOME", b"semi;colon&amp|pipe", b"percent%s%n", b"#hash", b";semicolon first",
     u"unicode \u00e9\u00fc \u65e5\u672c\u8a9e \U0001f389".encode("utf-8"),
     b"n" * 200, b".hidden", b"..dots", b"trailing.",
 ]
@@ -447,6 +447,7 @@ def assert_same_tree(a, b, ignore_root_mtime=False, label_a="expected", label_b=
                      max_shown=25):
     """Assert two trees (paths or snapshots) are identical; the message lists the first
     differences, one per line."""
+    __tracebackhide__ = True
     if not isinstance(a, dict):
         a = snapshot(a, ignore_root_mtime)
     if not isinstance(b, dict):
@@ -540,3 +541,23 @@ def pyenv_python(minor):
             if re.match(r"^\d+\.\d+\.\d+$", version):
                 found.append((tuple(int(x) for x in version.split(".")), exe))
     return max(found)[1] if found else None
+
+
+def rsync_stats_figures(output):
+    """rsync --stats --no-h output (bytes or str) -> {label: first integer} per line."""
+    figures = {}
+    for line in text(output).splitlines():
+        label, sep, value = line.partition(":")
+        words = value.split()
+        if sep and words and words[0].replace(",", "").isdigit():
+            figures[label.strip()] = int(words[0].replace(",", ""))
+    return figures
+
+
+def oracle_figures(srcs, workdir, opts=None):
+    """The --stats figures of plain rsync copying srcs into a fresh DEST under workdir."""
+    dest = os.path.join(os.fsencode(workdir), b"oracle-stats-%d" % random.randrange(10 ** 9))
+    opts = list(DEFAULT_RSYNC_OPTS if opts is None else opts) + ["--stats", "--no-h"]
+    cp = run_rsync(*(list(srcs) + [dest]), opts=opts)
+    assert cp.returncode == 0, describe(cp)
+    return rsync_stats_figures(cp.stdout)

@@ -1,0 +1,410 @@
+"""Every user-facing error: its exit code, its one-line message, and that it leaves
+nothing behind; and the failures of sources, destinations and workers."""
+
+import json
+import os
+import re
+import stat
+import sys
+
+import pytest
+
+from helpers import (IS_ROOT, NOBODY, chown_tree, describe, differential, make_tree,
+                     run_msrsync, run_rsync, snapshot, stderr_lines, text, assert_same_tree)
+
+
+def _whole_dir(path):
+    """Snapshot of a whole directory (to prove that nothing was created anywhere)."""
+    return snapshot(path)
+
+
+def assert_one_error_line(cp, code, *needles):
+    """Exit code, stderr is exactly one 'msrsync: error: ...' line, no traceback."""
+    __tracebackhide__ = True
+    assert cp.returncode == code, describe(cp)
+    lines = stderr_lines(cp)
+    assert len(lines) == 1, "expected one stderr line:\n" + describe(cp)
+    assert lines[0].startswith("msrsync: error: "), describe(cp)
+    assert "Traceback" not in text(cp.stderr)
+    for needle in needles:
+        assert needle in lines[0], "%r not in %r" % (needle, lines[0])
+    return lines[0]
+
+
+@pytest.fixture
+def small_tree(tmp_path):
+    return make_tree(tmp_path / "src", "flat", n=5)
+
+
+USAGE_ERRORS = {
+    "p-zero": (["-p", "0"], ["0"]),
+    "p-letters": (["-p", "abc"], ["abc"]),
+    "p-negative": (["-p", "-1"], []),
+    "p-decimal": (["-p", "1.5"], ["1.5"]),
+    "f-zero": (["-f", "0"], ["0"]),
+    "f-letters": (["--files", "x"], ["x"]),
+    "s-bad-suffix": (["-s", "12Q"], ["12Q"]),
+    "s-zero": (["-s", "0"], ["0"]),
+    "s-zero-with-suffix": (["-s", "0K"], ["0K"]),
+    "s-negative": (["-s", "-5"], []),
+    "s-empty": (["-s", ""], []),
+    "s-only-suffix": (["-s", "K"], []),
+    "s-iB-without-multiplier": (["-s", "5iB"], []),
+    "unknown-long-option": (["--bogus"], ["--bogus"]),
+    "unknown-short-option": (["-z"], ["-z"]),
+    "bench-entries-zero": (["--bench-entries", "0"], []),
+}
+
+
+@pytest.mark.parametrize("case", sorted(USAGE_ERRORS))
+def test_bad_option_value_exits_1_with_one_line(tmp_path, small_tree, case):
+    args, needles = USAGE_ERRORS[case]
+    before = _whole_dir(tmp_path)
+    cp = run_msrsync(*(args + [small_tree + b"/", tmp_path / "dest"]))
+    assert_one_error_line(cp, 1, *needles)
+    assert_same_tree(before, tmp_path, label_a="before", label_b="after")
+
+
+@pytest.mark.parametrize("args", [[], ["-p", "2"], ["--stats", "-f", "3"]],
+                         ids=["nothing", "options-only", "options-only-2"])
+def test_no_src_and_no_dest_exits_1(tmp_path, args):
+    before = _whole_dir(tmp_path)
+    cp = run_msrsync(*args)
+    assert_one_error_line(cp, 1)
+    assert_same_tree(before, tmp_path)
+
+
+def test_only_one_path_is_missing_dest_exits_1(tmp_path, small_tree):
+    before = _whole_dir(tmp_path)
+    cp = run_msrsync("-p", "2", small_tree + b"/")
+    assert_one_error_line(cp, 1, "DEST")
+    assert_same_tree(before, tmp_path)
+
+
+def test_rsync_option_without_value_exits_1(tmp_path, small_tree):
+    before = _whole_dir(tmp_path)
+    cp = run_msrsync("--rsync")
+    assert_one_error_line(cp, 1)
+    assert_same_tree(before, tmp_path)
+
+
+def _empty_path_env(tmp_path):
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    env = dict(os.environ)
+    env["PATH"] = str(empty)
+    return env, empty
+
+
+def test_rsync_missing_from_path_exits_40(tmp_path, small_tree):
+    env, _ = _empty_path_env(tmp_path)
+    before = _whole_dir(tmp_path)
+    cp = run_msrsync("-p", "2", small_tree + b"/", tmp_path / "dest", env=env,
+                     python=os.path.realpath(sys.executable))
+    assert_one_error_line(cp, 40, "rsync")
+    assert_same_tree(before, tmp_path)
+
+
+@pytest.mark.parametrize("script,needle", [
+    ('echo "rsync  version 3.0.9  protocol version 30"', "3.0.9"),
+    ("exit 1", "rsync"),
+    ('echo "something else entirely"', "rsync"),
+], ids=["too-old", "fails", "no-version"])
+def test_unusable_rsync_exits_40(tmp_path, small_tree, script, needle):
+    env, bindir = _empty_path_env(tmp_path)
+    fake = bindir / "rsync"
+    fake.write_text("#!/bin/sh\n%s\n" % script)
+    fake.chmod(0o755)
+    before = _whole_dir(tmp_path)
+    cp = run_msrsync(small_tree + b"/", tmp_path / "dest", env=env)
+    assert_one_error_line(cp, 40, needle)
+    assert_same_tree(before, tmp_path)
+
+
+@pytest.mark.parametrize("opts", ["--bogus", "-a --no-such-thing", "-a --bwlimit=abc",
+                                  "-a '"], ids=["bogus", "unknown-long", "bad-value",
+                                               "unbalanced-quote"])
+def test_bad_rsync_option_exits_1(tmp_path, small_tree, opts):
+    before = _whole_dir(tmp_path)
+    cp = run_msrsync("-p", "2", "--rsync", opts, small_tree + b"/", tmp_path / "dest")
+    assert_one_error_line(cp, 1)
+    assert_same_tree(before, tmp_path)
+
+
+REFUSED = [
+    # (the --rsync string, the names the message may use for the refused option)
+    ("-a --delete", ["--delete"]),
+    ("-a --del", ["--del"]),
+    ("-a --delete-after", ["--delete-after"]),
+    ("-a --delete-excluded", ["--delete-excluded"]),
+    ("-a --exclude=x", ["--exclude"]),
+    ("-a --exclude x", ["--exclude"]),
+    ("-a --include=x", ["--include"]),
+    ("-a --exclude-from=x", ["--exclude-from"]),
+    ("-a --filter=-_x", ["--filter"]),
+    ("-a -f -_x", ["-f", "--filter"]),
+    ("-a -H", ["-H", "--hard-links"]),
+    ("-aH", ["-H", "--hard-links"]),
+    ("-a --hard-links", ["--hard-links"]),
+    ("-a -x", ["-x", "--one-file-system"]),
+    ("-a -R", ["-R", "--relative"]),
+    ("-a --no-implied-dirs", ["--no-implied-dirs"]),
+    ("-a -L", ["-L", "--copy-links"]),
+    ("-aL", ["-L", "--copy-links"]),
+    ("-a -k", ["-k", "--copy-dirlinks"]),
+    ("-a -K", ["-K", "--keep-dirlinks"]),
+    ("-a --copy-unsafe-links", ["--copy-unsafe-links"]),
+    ("-a --safe-links", ["--safe-links"]),
+    ("-a -m", ["-m", "--prune-empty-dirs"]),
+    ("-a --files-from=x", ["--files-from"]),
+    ("-a -C", ["-C", "--cvs-exclude"]),
+    ("-a -F", ["-F"]),
+    ("-a --write-batch=x", ["--write-batch"]),
+    ("-a --read-batch=x", ["--read-batch"]),
+    ("-a --list-only", ["--list-only"]),
+    ("-a --server", ["--server"]),
+    ("-a --version", ["--version"]),
+    ("-lpt", ["-r", "recurs"]),
+    ("-a --no-r", ["--no-r", "recurs"]),
+    ("-a --no-recursive", ["--no-recursive", "recurs"]),
+    ("-lptd", ["-d", "-r", "recurs"]),
+]
+
+
+@pytest.mark.parametrize("opts,names", REFUSED, ids=[r[0] for r in REFUSED])
+def test_refused_rsync_option_exits_4_naming_it(tmp_path, small_tree, opts, names):
+    before = _whole_dir(tmp_path)
+    cp = run_msrsync("-p", "2", "--rsync", opts, small_tree + b"/", tmp_path / "dest")
+    line = assert_one_error_line(cp, 4)
+    assert any(n in line for n in names), "%r names none of %r" % (line, names)
+    assert_same_tree(before, tmp_path)
+
+
+@pytest.mark.parametrize("where", ["src", "dest", "daemon-src", "daemon-dest"])
+def test_remote_paths_exit_4(tmp_path, small_tree, where):
+    src, dest = small_tree + b"/", os.fsencode(tmp_path / "dest")
+    if where == "src":
+        src = b"somehost:/tmp/x/"
+    elif where == "dest":
+        dest = b"somehost:/tmp/x"
+    elif where == "daemon-src":
+        src = b"rsync://somehost/module/"
+    else:
+        dest = b"rsync://somehost/module/x"
+    before = _whole_dir(tmp_path)
+    cp = run_msrsync(src, dest)
+    assert_one_error_line(cp, 4)
+    assert_same_tree(before, tmp_path)
+
+
+# ------------------------------------------------------------------ SRC and DEST problems
+
+def test_missing_src_among_others_exits_23_and_copies_the_rest(tmp_path, weird_src):
+    missing = os.fsencode(tmp_path / "no such src")
+    other = make_tree(tmp_path / "in" / "other", "flat", n=7)
+    d = differential(tmp_path, [weird_src + b"/", missing, other], ["-p", "3", "-f", "20"],
+                     expect_rc=23)
+    lines = stderr_lines(d.msrsync)
+    want = 'msrsync: error: link_stat "%s" failed: No such file or directory (2)' % text(missing)
+    assert want in lines, describe(d.msrsync)
+    assert "Traceback" not in text(d.msrsync.stderr)
+
+
+def test_missing_relative_src_message_names_it(tmp_path, weird_src):
+    other = make_tree(tmp_path / "in" / "other", "flat", n=3)
+    d = differential(tmp_path, [b"nope", other], ["-p", "2"], expect_rc=23,
+                     cwd=tmp_path / "in")
+    line = [l for l in stderr_lines(d.msrsync) if "link_stat" in l]
+    assert line, describe(d.msrsync)
+    assert re.match(r'^msrsync: error: link_stat "(%s|nope)" failed: No such file or '
+                    r'directory \(2\)$' % re.escape(str(tmp_path / "in" / "nope")), line[0])
+
+
+def test_only_missing_srcs_exit_23_and_create_nothing(tmp_path):
+    before = _whole_dir(tmp_path)
+    cp = run_msrsync(tmp_path / "nope1", tmp_path / "nope2", tmp_path / "dest")
+    assert cp.returncode == 23, describe(cp)
+    assert rsync_exit(tmp_path / "nope1", tmp_path / "nope2", tmp_path / "dest2") == 23
+    assert not os.path.lexists(tmp_path / "dest")
+    assert "Traceback" not in text(cp.stderr)
+    assert_same_tree(before, tmp_path)
+
+
+def rsync_exit(*args):
+    return run_rsync(*args).returncode
+
+
+def test_missing_src_and_a_single_file_rename_like_rsync(tmp_path):
+    """rsync's file list then holds one file: DEST is its new name, as with one SRC."""
+    f = os.fsencode(tmp_path / "in" / "file")
+    os.makedirs(os.path.dirname(f))
+    with open(f, "wb") as h:
+        h.write(b"data\n")
+    differential(tmp_path, [os.fsencode(tmp_path / "in" / "missing"), f], [], expect_rc=23)
+
+
+def test_dest_parent_missing_exits_11(tmp_path, weird_src):
+    dest = os.fsencode(tmp_path / "no parent" / "dest")
+    before = _whole_dir(tmp_path)
+    cp = run_msrsync("-p", "2", weird_src + b"/", dest)
+    assert cp.returncode == 11, describe(cp)
+    assert rsync_exit(weird_src + b"/", dest) == 11
+    assert stderr_lines(cp) == ['msrsync: error: mkdir "%s" failed: No such file or '
+                                'directory (2)' % text(dest)], describe(cp)
+    assert_same_tree(before, tmp_path)
+
+
+@pytest.mark.parametrize("srcs", ["dir/", "dir", "two"])
+def test_dest_is_a_file_exits_3(tmp_path, weird_src, srcs):
+    dest = os.fsencode(tmp_path / "dest file")
+    with open(dest, "wb") as f:
+        f.write(b"keep me\n")
+    args = {"dir/": [weird_src + b"/"], "dir": [weird_src],
+            "two": [os.path.join(weird_src, b"mode600"), os.path.join(weird_src, b"mode755")]}
+    args = args[srcs]
+    oracle = os.fsencode(tmp_path / "oracle file")
+    with open(oracle, "wb") as f:
+        f.write(b"keep me\n")
+    assert rsync_exit(*(args + [oracle])) == 3
+    os.unlink(oracle)
+    before = _whole_dir(tmp_path)
+    cp = run_msrsync(*(["-p", "2"] + args + [dest]))
+    assert cp.returncode == 3, describe(cp)
+    assert stderr_lines(cp) == ["msrsync: error: destination must be a directory when "
+                                "copying more than 1 file"], describe(cp)
+    assert_same_tree(before, tmp_path)
+
+
+def test_bucket_dir_that_cannot_be_created_exits_11(tmp_path, weird_src):
+    not_a_dir = tmp_path / "a file"
+    not_a_dir.write_text("x")
+    before = _whole_dir(tmp_path)
+    cp = run_msrsync("-b", not_a_dir, weird_src + b"/", tmp_path / "dest")
+    assert cp.returncode == 11, describe(cp)
+    assert "Traceback" not in text(cp.stderr)
+    lines = stderr_lines(cp)
+    assert len(lines) == 1 and lines[0].startswith("msrsync: error: "), describe(cp)
+    assert_same_tree(before, tmp_path)
+
+
+# ------------------------------------------------------------------ worker failures
+
+FAILED_BUCKET = re.compile(r"^msrsync: bucket (\S+) failed: rsync exited with code (\d+) "
+                           r"\((.+)\)$")
+LIST_LOG = re.compile(r"^msrsync:   list: (.+)  log: (.+)$")
+
+
+def _check_failure_report(cp, code, summary, error_fragment):
+    """The failed bucket is named with its code and meaning, up to 5 of rsync's error lines
+    follow, indented, then its list and log, which are kept."""
+    lines = stderr_lines(cp)
+    starts = [i for i, l in enumerate(lines) if FAILED_BUCKET.match(l)]
+    assert starts, "no 'bucket N failed' line:\n" + describe(cp)
+    i = starts[0]
+    m = FAILED_BUCKET.match(lines[i])
+    assert int(m.group(2)) == code
+    assert m.group(3) == "partial transfer due to error"
+    j = i + 1
+    while j < len(lines) and not LIST_LOG.match(lines[j]):
+        assert lines[j].startswith("msrsync:   "), lines[j]
+        j += 1
+    assert j < len(lines), "no list/log line:\n" + describe(cp)
+    assert 1 <= j - i - 1 <= 5, "expected 1 to 5 error lines:\n" + describe(cp)
+    assert any(error_fragment in l for l in lines[i + 1:j]), describe(cp)
+    list_path, log_path = LIST_LOG.match(lines[j]).groups()
+    assert os.path.isfile(list_path) and os.path.isfile(log_path)
+    with open(log_path, "rb") as f:
+        assert error_fragment.encode() in f.read()
+    # the summary says the same
+    assert summary["status"] == "FAILURE"
+    assert summary["exit_code"] == code
+    assert summary["buckets_failed"] >= 1
+    assert summary["buckets_dir_kept"] is True
+    assert os.path.isdir(summary["buckets_dir"])
+    failure = summary["failures"][0]
+    assert set(failure) >= {"bucket", "exit_code", "meaning", "list", "log", "errors"}
+    assert str(failure["bucket"]) == m.group(1)
+    assert failure["exit_code"] == code
+    assert failure["list"] == list_path and failure["log"] == log_path
+    assert any(error_fragment in e for e in failure["errors"])
+    assert "Traceback" not in text(cp.stderr)
+
+
+def test_worker_failure_exits_with_rsync_code_and_names_bucket(tmp_path, private_tmpdir):
+    """A non-empty directory at DEST where SRC has a file: rsync cannot make way (23)."""
+    src = make_tree(tmp_path / "in" / "src", "small", seed=3)
+
+    def prepare(dest):
+        os.makedirs(os.path.join(dest, b"many", b"d01", b"f0001.dat", b"in the way"))
+        with open(os.path.join(dest, b"many", b"d01", b"f0001.dat", b"in the way", b"x"),
+                  "wb") as f:
+            f.write(b"x")
+        for rel in (b"many/d01/f0001.dat/in the way/x", b"many/d01/f0001.dat/in the way",
+                    b"many/d01/f0001.dat", b"many/d01",
+                    b"many", b""):
+            os.utime(os.path.join(dest, rel), (10 ** 9, 10 ** 9))
+    json_path = tmp_path / "fail.json"
+    d = differential(tmp_path, [src + b"/"], ["-p", "3", "-f", "6", "--json", json_path],
+                     expect_rc=23, prepare_dest=prepare)
+    summary = json.loads(json_path.read_text())
+    _check_failure_report(d.msrsync, 23, summary, "could not make way for new regular file")
+    assert len(summary["failures"]) == 1
+
+
+@pytest.mark.nonroot
+def test_unreadable_source_file_fails_its_bucket_as_nonroot(nonroot):
+    prefix, python, work = nonroot
+    src = make_tree(os.path.join(work, b"in", b"src"), "small", seed=8)
+    chown_tree(src, NOBODY, NOBODY)
+    os.chmod(os.path.join(src, b"many", b"d02", b"f0002.dat"), 0)
+    json_path = os.path.join(work, b"fail.json")
+    d = differential(work, [src + b"/"], ["-p", "3", "-f", "6", "--json", json_path],
+                     expect_rc=23, prefix=prefix, python=python)
+    with open(json_path) as f:
+        summary = json.load(f)
+    _check_failure_report(d.msrsync, 23, summary, "Permission denied (13)")
+
+
+@pytest.mark.nonroot
+def test_unreadable_source_directory_exits_23_as_nonroot(nonroot):
+    prefix, python, work = nonroot
+    src = make_tree(os.path.join(work, b"in", b"src"), "small", seed=9)
+    chown_tree(src, NOBODY, NOBODY)
+    os.chmod(os.path.join(src, b"many", b"d01"), 0)
+    try:
+        d = differential(work, [src + b"/"], ["-p", "3", "-f", "6"], expect_rc=23,
+                         prefix=prefix, python=python)
+    finally:
+        os.chmod(os.path.join(src, b"many", b"d01"), 0o755)
+    assert "Traceback" not in text(d.msrsync.stderr)
+    assert "Permission denied" in text(d.msrsync.stderr)
+
+
+def test_worker_killed_by_foreign_signal_exits_41(tmp_path):
+    from helpers import start_msrsync, rsync_processes_mentioning, wait_for
+    import signal
+    src = make_tree(tmp_path / "src", "big", count=2, size=1 << 20)
+    proc = start_msrsync("--rsync", "-a --bwlimit=100", src + b"/", tmp_path / "dest")
+    try:
+        def leader():
+            for pid, _ in rsync_processes_mentioning(os.fsencode(tmp_path)):
+                try:
+                    if os.getpgid(pid) == pid:
+                        return pid
+                except OSError:
+                    pass
+        pid = wait_for(leader, 10)
+        assert pid, "rsync never started"
+        os.kill(pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        for pid, _ in rsync_processes_mentioning(os.fsencode(tmp_path)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    assert proc.returncode == 41, (proc.returncode, err)
+    assert b"Traceback" not in err

@@ -1,0 +1,97 @@
+"""SIGINT, SIGTERM and SIGHUP stop msrsync with exit 20 and leave no rsync behind."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from helpers import (make_tree, rsync_processes_mentioning, start_msrsync, text, wait_for)
+
+
+def _running_rsyncs(tmp_path):
+    return rsync_processes_mentioning(os.fsencode(tmp_path))
+
+
+def _kill_leftovers(tmp_path):
+    """Clean up after a failed test: only the rsyncs of this test's own directory."""
+    for pid, _ in _running_rsyncs(tmp_path):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
+                         ids=["SIGINT", "SIGTERM", "SIGHUP"])
+def test_signal_stops_run_with_exit_20_and_no_rsync_left(tmp_path, signum):
+    # four 1 MiB files at 100 KiB/s each: about ten seconds of work per worker
+    src = make_tree(tmp_path / "src", "big", count=4, size=1 << 20)
+    proc = start_msrsync("-p", "2", "-s", "1M", "--rsync", "-a --bwlimit=100",
+                         src + b"/", tmp_path / "dest")
+    try:
+        assert wait_for(lambda: len(_running_rsyncs(tmp_path)) >= 2, 10), \
+            "rsync workers never started"
+        time.sleep(0.3)
+        sent = time.monotonic()
+        os.kill(proc.pid, signum)
+        out, err = proc.communicate(timeout=15)
+        took = time.monotonic() - sent
+        assert proc.returncode == 20, (proc.returncode, text(err))
+        assert took < 10, "msrsync took %.1f s to stop" % took
+        assert b"Traceback" not in err
+        # killed process groups go at once; allow the kernel a moment to reap them
+        left = wait_for(lambda: not _running_rsyncs(tmp_path), 2) or _running_rsyncs(tmp_path)
+        assert left is True, "rsync processes left running: %r" % (left,)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        _kill_leftovers(tmp_path)
+
+
+@pytest.mark.slow
+def test_interrupted_run_reports_interrupted_status(tmp_path):
+    src = make_tree(tmp_path / "src", "big", count=4, size=1 << 20)
+    json_path = tmp_path / "int.json"
+    proc = start_msrsync("-p", "2", "-s", "1M", "--stats", "--json", json_path,
+                         "--rsync", "-a --bwlimit=100", src + b"/", tmp_path / "dest")
+    try:
+        assert wait_for(lambda: len(_running_rsyncs(tmp_path)) >= 2, 10)
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        _kill_leftovers(tmp_path)
+    assert proc.returncode == 20
+    assert "Status: INTERRUPTED" in text(out).splitlines()
+    import json
+    summary = json.loads(json_path.read_text())
+    assert summary["status"] == "INTERRUPTED"
+    assert summary["exit_code"] == 20
+    assert summary["buckets_done"] < summary["buckets_total"]
+
+
+@pytest.mark.slow
+def test_second_sigint_kills_at_once(tmp_path):
+    src = make_tree(tmp_path / "src", "big", count=2, size=1 << 20)
+    proc = start_msrsync("-p", "2", "-s", "1M", "--rsync", "-a --bwlimit=100",
+                         src + b"/", tmp_path / "dest")
+    try:
+        assert wait_for(lambda: len(_running_rsyncs(tmp_path)) >= 2, 10)
+        os.kill(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, signal.SIGINT)
+        sent = time.monotonic()
+        out, err = proc.communicate(timeout=15)
+        assert proc.returncode == 20
+        assert time.monotonic() - sent < 5
+        left = wait_for(lambda: not _running_rsyncs(tmp_path), 2) or _running_rsyncs(tmp_path)
+        assert left is True, "rsync processes left running: %r" % (left,)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        _kill_leftovers(tmp_path)

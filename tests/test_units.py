@@ -1,0 +1,230 @@
+"""Unit tests of msrsync's pure helpers, loaded from the script with SourceFileLoader."""
+
+import argparse
+import os
+
+import pytest
+
+from helpers import make_tree, rsync_stats_figures, run_rsync
+from test_docs import load_msrsync
+
+m = load_msrsync()
+BAD_VALUE = (argparse.ArgumentTypeError, ValueError)
+
+K, M, G, T, P, E = (1024 ** n for n in range(1, 7))
+
+
+@pytest.mark.parametrize("value,expected", [
+    ("1", 1), ("1024", 1024), ("9999999999", 9999999999),
+    ("1K", K), ("1k", K), ("1KB", K), ("1kb", K), ("1KiB", K), ("1kib", K), ("1KIB", K),
+    ("2M", 2 * M), ("2m", 2 * M), ("2MiB", 2 * M),
+    ("1G", G), ("1g", G), ("1.5G", int(1.5 * G)), ("1.5GiB", int(1.5 * G)),
+    ("1T", T), ("1t", T), ("1P", P), ("1p", P), ("1E", E), ("1e", E), ("1EiB", E),
+    ("0.5K", 512), (".5K", 512), ("1.25M", int(1.25 * M)), ("3.0", 3),
+])
+def test_parse_size_accepts(value, expected):
+    assert m.parse_size(value) == expected
+
+
+@pytest.mark.parametrize("value", ["12Q", "0", "0K", "0.0G", "-1", "-1K", "", "K", "iB",
+                                   "1.2.3", "1KK", "1Z", "1Y", "abc", "1 G B x", "5iB",
+                                   "0.0001"])
+def test_parse_size_rejects(value):
+    with pytest.raises(BAD_VALUE):
+        m.parse_size(value)
+
+
+def test_parse_size_error_names_the_value():
+    with pytest.raises(BAD_VALUE) as info:
+        m.parse_size("12Q")
+    assert "12Q" in str(info.value)
+
+
+@pytest.mark.parametrize("value,expected", [("1", 1), ("4", 4), ("128", 128)])
+def test_positive_int_accepts(value, expected):
+    assert m.positive_int(value) == expected
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5", "", "1e3"])
+def test_positive_int_rejects(value):
+    with pytest.raises(BAD_VALUE):
+        m.positive_int(value)
+
+
+@pytest.mark.parametrize("codes,expected", [
+    ([], 0), ([0, 0], 0), ([24], 24), ([24, 24], 24), ([0, 24], 24),
+    ([24, 23], 23), ([23, 24, 24], 23), ([23, 11], 11), ([24, 12], 12), ([23, 20], 20),
+    ([41, 23, 24], 41), ([23], 23), ([30, 23], 30),
+])
+def test_worst_exit_code_ranks_like_the_spec(codes, expected):
+    """24 only when every failure was 24; 23 outranks 24; any other code outranks 23."""
+    assert m.worst_exit_code(codes) == expected
+
+
+def test_worst_exit_code_any_other_code_outranks_23():
+    assert m.worst_exit_code([23, 25]) == 25
+    assert m.worst_exit_code([24, 25]) == 25
+
+
+@pytest.mark.parametrize("arg,remote", [
+    (b"host:path", True), (b"user@host:/x", True), (b"host:", True),
+    (b"rsync://host/module", True),
+    (b"/abs/a:b", False), (b"./a:b", False), (b"dir/a:b", False), (b"plain", False),
+    (b"/", False), (b":x", False),
+])
+def test_is_remote(arg, remote):
+    assert bool(m.is_remote(arg)) == remote
+
+
+@pytest.mark.parametrize("name,listed", [
+    (b"#hash", b"./#hash"), (b";semi", b"./;semi"), (b"a#b", b"a#b"), (b"plain", b"plain"),
+    (b"#dir/sub", b"./#dir/sub"),
+])
+def test_list_name_protects_comment_like_names(name, listed):
+    assert m.list_name(name) == listed
+
+
+def test_exit_meaning():
+    assert m.exit_meaning(0) == "success"
+    assert m.exit_meaning(23) == "partial transfer due to error"
+    assert m.exit_meaning(40).startswith("rsync not found")
+    assert m.exit_meaning(99)
+
+
+@pytest.mark.parametrize("value,expected", [(0, "0"), (1023, "1023"), (1024, "1.0 K"),
+                                            (1536, "1.5 K"), (int(1.5 * G), "1.5 G")])
+def test_human_size(value, expected):
+    assert m.human_size(value) == expected
+
+
+def test_show_path_never_fails_on_bytes():
+    assert m.show_path(b"\xff\xfe x") == "\\xff\\xfe x"
+    assert m.show_path(u"\u00e9".encode("utf-8")) == u"\u00e9"
+
+
+# ------------------------------------------------------------------ rsync options
+
+def options(text):
+    return m.RsyncOptions(text)
+
+
+def error_code(text):
+    with pytest.raises(m.MsrsyncError) as info:
+        options(text)
+    return info.value.code
+
+
+@pytest.mark.parametrize("text", ["-aS --numeric-ids", "-a", "-r", "-rlptgoD", "-a -v",
+                                  "-a --bwlimit 100", "-a --bwlimit=100", "-a -e ssh",
+                                  "-a -T /tmp", "-a -z --compress-level=1", "-avz",
+                                  "-a --chmod=Fo-r", "-a --inplace -c", "-a --mkpath"])
+def test_rsync_options_accepted(text):
+    options(text)  # no MsrsyncError
+
+
+@pytest.mark.parametrize("text", ["-a --delete", "-a --delete-after", "-a --del", "-aH",
+                                  "-a --exclude x", "-a --exclude=x", "-a -f '- x'",
+                                  "-a -F", "-a -C", "-a -x", "-a -R", "-a -L", "-a -k",
+                                  "-a -K", "-a -m", "-a --files-from=x", "-a --list-only",
+                                  "-lpt", "-a --no-r", "-a --no-recursive", "-lptd",
+                                  "-a --safe-links", "-a --copy-unsafe-links"])
+def test_rsync_options_refused_with_code_4(text):
+    assert error_code(text) == 4
+
+
+@pytest.mark.parametrize("text", ["-a '", "-a some/path"])
+def test_rsync_options_unusable_with_code_1(text):
+    assert error_code(text) == 1
+
+
+def test_rsync_options_flags():
+    o = options("-a -q")
+    assert o.quiet
+    assert options("-a -n").dry_run
+    assert options("-a --dry-run").dry_run
+    assert options("-a --mkpath").mkpath
+    assert options("-a -v").item_format() is not None
+    assert options("-a -i").item_format() is not None
+    assert options("-a").item_format() is None
+    assert options("-a -v -q").item_format() is None
+
+
+# ------------------------------------------------------------------ command line
+
+def test_parse_args_takes_the_rsync_string_whole():
+    args = m.parse_args(["-p", "2", "--rsync", "-a -v", "src", "dst"])
+    assert args.processes == 2
+    assert args.rsync == "-a -v"
+    assert args.paths == [b"src", b"dst"]
+
+
+@pytest.mark.parametrize("argv", [["--rsync=-a -v", "s", "d"], ["-r", "-a -v", "s", "d"]])
+def test_parse_args_rsync_forms(argv):
+    args = m.parse_args(argv)
+    assert args.rsync == "-a -v"
+    assert args.paths == [b"s", b"d"]
+
+
+def test_parse_args_defaults():
+    args = m.parse_args(["s", "d"])
+    assert args.processes == 1
+    assert args.files == 1000
+    assert args.size == G
+    assert args.rsync == "-aS --numeric-ids"
+    assert not args.keep and not args.show and not args.dry_run
+
+
+def test_parse_args_paths_after_rsync_may_start_with_dash():
+    args = m.parse_args(["--rsync", "-a", "-weird", "dst"])
+    assert args.paths == [b"-weird", b"dst"]
+
+
+@pytest.mark.parametrize("argv", [["-p", "0", "s", "d"], ["-s", "12Q", "s", "d"],
+                                  ["--nope", "s", "d"], ["-f", "0", "s", "d"]])
+def test_parse_args_errors_are_msrsync_errors_with_code_1(argv):
+    with pytest.raises(m.MsrsyncError) as info:
+        m.parse_args(argv)
+    assert info.value.code == 1
+
+
+# ------------------------------------------------------------------ sources
+
+def test_resolve_source_reads_src_like_rsync(tmp_path):
+    root = os.fsencode(tmp_path)
+    d = os.path.join(root, b"dir")
+    os.makedirs(os.path.join(d, b"sub"))
+    open(os.path.join(d, b"file"), "wb").close()
+    os.symlink(b"dir", os.path.join(root, b"link"))
+    contents = [d + b"/", d + b"/.", os.path.join(d, b"sub", b".."), os.path.join(root,
+                                                                                  b"link/")]
+    for arg in contents:
+        s = m.resolve_source(arg)
+        assert s.top == b"." and s.is_dir, arg
+    s = m.resolve_source(d)
+    assert (s.base, s.top, s.is_dir) == (root, b"dir", True)
+    s = m.resolve_source(os.path.join(d, b"file"))
+    assert (s.base, s.top, s.is_dir) == (d, b"file", False)
+    s = m.resolve_source(os.path.join(root, b"link"))
+    assert (s.top, s.is_dir) == (b"link", False)
+    with pytest.raises(OSError):
+        m.resolve_source(os.path.join(root, b"missing"))
+    with pytest.raises(OSError):
+        m.resolve_source(os.path.join(d, b"file") + b"/")
+
+
+def test_rsync_stats_parser_reads_a_real_stats_block(tmp_path):
+    src = make_tree(tmp_path / "src", "flat", n=12)
+    cp = run_rsync("--stats", "--no-h", src + b"/", tmp_path / "dest")
+    assert cp.returncode == 0
+    stats = m.RsyncStats()
+    for line in cp.stdout.splitlines(True):
+        stats.parse_line(line)
+    assert stats.complete
+    want = rsync_stats_figures(cp.stdout)
+    got = stats.as_dict()
+    assert got["files_seen"] == want["Number of files"]
+    assert got["regular_files_transferred"] == want["Number of regular files transferred"] == 12
+    assert got["total_file_size"] == want["Total file size"]
+    assert got["literal_data"] == want["Literal data"]
+    assert got["bytes_sent"] == want["Total bytes sent"]
+    assert got["bytes_received"] == want["Total bytes received"]
