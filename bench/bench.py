@@ -613,17 +613,6 @@ def find_outliers(runs, rows):
     return out
 
 
-def save_logs(workdir):
-    """Move WORKDIR/logs out of a temp workdir about to be removed."""
-    logs = os.path.join(workdir, "logs")
-    if not os.path.isdir(logs):
-        return None
-    keep = tempfile.mkdtemp(prefix="msrsync-bench-logs-", dir=os.path.dirname(workdir))
-    for name in os.listdir(logs):
-        shutil.move(os.path.join(logs, name), keep)
-    return keep
-
-
 def markdown_table(rows):
     head = ("| scenario | tool | median s | min | max | ratio to rsync "
             "| CPU s | peak RSS MB |")
@@ -869,82 +858,81 @@ def parse_args(argv):
     return args
 
 
+def run_copy_benchmark(args):
+    """The default mode: dataset, interleaved runs, table.  Returns the exit
+    status: 0 all good, 1 a run failed (or msrsync changed under us)."""
+    tools = make_tools(args)
+    if args.workdir:
+        os.makedirs(args.workdir, exist_ok=True)
+        workdir, owned = args.workdir, False
+    else:
+        base = os.environ.get("SHM", "/dev/shm") if args.shm else "/var/tmp"
+        workdir, owned = tempfile.mkdtemp(prefix="msrsync-bench-", dir=base), True
+    runs, failures, logs_kept = [], [], False
+    try:
+        env = environment(args, workdir, tools)
+        src, expected, build_s = prepare_dataset(workdir, args.files, args.seed)
+        t0 = time.monotonic()
+        runs, failures = run_benchmark(tools, src, expected, args, workdir)
+        bench_s = time.monotonic() - t0
+    finally:
+        if owned and not args.keep:
+            # Keep only logs/ when there is something to look at in it.
+            rows = summarize(tools, runs)
+            logs_kept = bool(failures or find_outliers(runs, rows))
+            if logs_kept:
+                for name in ("src", "dst", "dataset.json", "fpsync-tmp"):
+                    remove_tree(os.path.join(workdir, name))
+            else:
+                remove_tree(workdir)
+    env["loadavg_end"] = loadavg()
+    if "msrsync_sha256" in env and file_digest(args.msrsync) != env["msrsync_sha256"]:
+        failures.append("%s changed while the benchmark ran: the figures mix versions"
+                        % args.msrsync)
+    rows = summarize(tools, runs)
+    outliers = find_outliers(runs, rows)
+    dropped = sum(1 for r in runs if r["cache_dropped"])
+    tops, subs = dataset_layout(args.files)
+    extra = [
+        "dataset: %d files, %d dirs (%d x %d), %.1f MiB, seed %d"
+        % (expected.files, expected.dirs, tops, subs, expected.bytes / 1048576.0, args.seed),
+        "repetitions: %d, interleaved round-robin; page cache dropped before "
+        "%d of %d runs" % (args.reps, dropped, len(runs)),
+        "commands: %s" % "; ".join(command_templates(tools, args)),
+        "check after each initial copy: file/dir counts and bytes%s"
+        % (" + rsync -ain --delete" if args.verify else ""),
+        "benchmark time %.0fs (dataset build %.0fs)" % (bench_s, build_s),
+    ]
+    print(describe_environment(env, extra))
+    print()
+    print(markdown_table(rows))
+    if outliers:
+        print()
+        print("OUTLIERS (slower than %g x their median; kept in the figures):" % OUTLIER_FACTOR)
+        for o in outliers:
+            print("- " + o)
+    if failures:
+        print()
+        print("FAILURES:")
+        for f in failures:
+            print("- " + f.replace("\n", "\n    "))
+    if logs_kept:
+        print()
+        print("logs kept in %s" % os.path.join(workdir, "logs"))
+    if args.json:
+        write_json(args.json, {
+            "mode": "quick" if args.quick else "full", "environment": env,
+            "dataset": dict(expected._asdict(), seed=args.seed, top_dirs=tops,
+                            subdirs_per_top=subs),
+            "reps": args.reps, "tools": [t._asdict() for t in tools],
+            "summary": rows, "runs": runs, "outliers": outliers, "failures": failures})
+    return 1 if failures else 0
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:
-        if args.memory:
-            return run_memory(args)
-        tools = make_tools(args)
-        if args.workdir:
-            os.makedirs(args.workdir, exist_ok=True)
-            workdir, owned = args.workdir, False
-        else:
-            base = os.environ.get("SHM", "/dev/shm") if args.shm else "/var/tmp"
-            workdir, owned = tempfile.mkdtemp(prefix="msrsync-bench-", dir=base), True
-        runs, failures, kept_logs = [], [], None
-        try:
-            env = environment(args, workdir, tools)
-            src, expected, build_s = prepare_dataset(workdir, args.files, args.seed)
-            t0 = time.monotonic()
-            runs, failures = run_benchmark(tools, src, expected, args, workdir)
-            bench_s = time.monotonic() - t0
-        finally:
-            if owned and not args.keep:
-                rows = summarize(tools, runs)
-                if failures or find_outliers(runs, rows):
-                    kept_logs = save_logs(workdir)
-                remove_tree(workdir)
-        env["loadavg_end"] = loadavg()
-        changed = "msrsync_sha256" in env and file_digest(args.msrsync) != env["msrsync_sha256"]
-        if changed:
-            failures.append("%s changed while the benchmark ran: the figures mix versions"
-                            % args.msrsync)
-        rows = summarize(tools, runs)
-        outliers = find_outliers(runs, rows)
-        if kept_logs:
-            for run in runs:
-                run["log"] = os.path.join(kept_logs, os.path.basename(run["log"]))
-            outliers = find_outliers(runs, rows)
-            failures = [f.replace(os.path.join(workdir, "logs"), kept_logs) for f in failures]
-        dropped = sum(1 for r in runs if r["cache_dropped"])
-        tops, subs = dataset_layout(args.files)
-        extra = [
-            "dataset: %d files, %d dirs (%d x %d), %.1f MiB, seed %d"
-            % (expected.files, expected.dirs, tops, subs, expected.bytes / 1048576.0,
-               args.seed),
-            "repetitions: %d, interleaved round-robin; page cache dropped before "
-            "%d of %d runs" % (args.reps, dropped, len(runs)),
-            "commands: %s" % "; ".join(command_templates(tools, args)),
-            "check after each initial copy: file/dir counts and bytes%s"
-            % (" + rsync -ain --delete" if args.verify else ""),
-            "benchmark time %.0fs (dataset build %.0fs)" % (bench_s, build_s),
-        ]
-        print(describe_environment(env, extra))
-        print()
-        print(markdown_table(rows))
-        if outliers:
-            print()
-            print("OUTLIERS (slower than %g x their median; kept in the figures):"
-                  % OUTLIER_FACTOR)
-            for o in outliers:
-                print("- " + o)
-        if failures:
-            print()
-            print("FAILURES:")
-            for f in failures:
-                print("- " + f.replace("\n", "\n    "))
-        if kept_logs:
-            print()
-            print("logs kept in %s" % kept_logs)
-        if args.json:
-            write_json(args.json, {
-                "mode": "quick" if args.quick else "full", "environment": env,
-                "dataset": dict(expected._asdict(), seed=args.seed, top_dirs=tops,
-                                subdirs_per_top=subs),
-                "reps": args.reps, "tools": [t._asdict() for t in tools],
-                "summary": rows, "runs": runs, "outliers": outliers,
-                "failures": failures, "logs_kept": kept_logs})
-        return 1 if failures else 0
+        return run_memory(args) if args.memory else run_copy_benchmark(args)
     except BenchError as exc:
         sys.stderr.write("bench.py: error: %s\n" % exc)
         return 2

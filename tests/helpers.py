@@ -228,7 +228,7 @@ WEIRD_NAMES = [
     b"-rf", b"--help", b"-", b"back\\slash", b"\xff\xfe-invalid-utf8", b"tab\tname",
     b"star*?[x]", b"dollar$HOME", b"semi;colon&amp|pipe", b"percent%s%n", b"#hash", b";semicolon first",
     u"unicode \u00e9\u00fc \u65e5\u672c\u8a9e \U0001f389".encode("utf-8"),
-    b"n" * 200, b".hidden", b"..dots", b"trailing.",
+    b"n" * 200, b"m" * 255, b".hidden", b"..dots", b"trailing.",
 ]
 
 
@@ -271,6 +271,10 @@ def make_tree(root, kind="weird", seed=0, **kw):
     else:
         raise ValueError("unknown tree kind %r" % kind)
     _set_times(root, rng)
+    if kind in ("weird", "small"):
+        # timestamps rsync must carry too: the epoch and before it
+        os.utime(os.path.join(root, b"mode755"), ns=(0, 0))
+        os.utime(os.path.join(root, b"mode600"), ns=(-10 ** 18 + 5, -10 ** 18 + 5))
     return root
 
 
@@ -279,7 +283,7 @@ def _make_weird(root, rng, many):
     # weird names, as files at the top and as directories holding a file with a weird name
     for i, name in enumerate(WEIRD_NAMES):
         _write(j(name), _content(rng, rng.randrange(0, 2000)))
-        d = j(b"dir " + name[:150])
+        d = j(b"dir " + name[:200])
         os.mkdir(d)
         _write(os.path.join(d, WEIRD_NAMES[(i + 3) % len(WEIRD_NAMES)]),
                _content(rng, rng.randrange(0, 2000)))
@@ -304,6 +308,8 @@ def _make_weird(root, rng, many):
     os.symlink(b"deep", j(b"link to dir"))
     os.symlink(b"new\nline", j(b"link\nweird"))
     os.symlink(b"../\xff\xfe-invalid-utf8", j(b"dir with space", b"link up"))
+    os.symlink(b"loop", j(b"loop"))
+    os.symlink(b"..", j(b"deep", b"link to parent"))
     # modes
     _write(j(b"mode600"), b"secret\n", 0o600)
     _write(j(b"mode755"), b"#!/bin/sh\nexit 0\n", 0o755)
@@ -329,6 +335,12 @@ def _make_weird(root, rng, many):
         f.seek(256 * 1024)
         f.write(b"end of sparse file\n")
     _write(j(b"empty file"), b"")
+    # extended attributes (copied only with -X) on a file and a directory
+    try:
+        os.setxattr(j(b"mode644"), b"user.msrsync", b"value \xff")
+        os.setxattr(j(b"dir700"), b"user.dir", b"dir value")
+    except OSError:
+        pass    # no user xattrs on this filesystem
     # many small files of varied sizes, in a few directories
     n_files = 300 if many else 30
     for i in range(n_files):
@@ -384,13 +396,22 @@ def _sha256(path):
     return h.hexdigest()
 
 
+def _xattrs(path):
+    """Sorted (name, value) extended attributes of path, () when unsupported."""
+    try:
+        names = os.listxattr(path, follow_symlinks=False)
+        return tuple(sorted((n, os.getxattr(path, n, follow_symlinks=False)) for n in names))
+    except OSError:
+        return ()
+
+
 def snapshot(root, ignore_root_mtime=False):
     """Map each path relative to root (bytes; root itself is b".") to its attributes.
 
     Uses os.lstat on bytes paths and never follows symlinks. Records type, permission
     bits (S_IMODE), uid, gid, mtime_ns (for every type, symlinks included: rsync -a sets
     them on Linux), size and sha256 for regular files, target for symlinks, rdev for
-    devices, and the hard-link group (sorted relative paths sharing the inode) of regular
+    devices, extended attributes of files and directories, and the hard-link group (sorted relative paths sharing the inode) of regular
     files whose link count is above 1. Directory sizes are left out (they depend on the
     directory's history, not on its contents).
     """
@@ -417,6 +438,10 @@ def snapshot(root, ignore_root_mtime=False):
         elif kind == "dir":
             for name in os.listdir(full):
                 stack.append(name if rel == b"." else os.path.join(rel, name))
+        if kind in ("file", "dir"):
+            xattrs = _xattrs(full)
+            if xattrs:
+                entry["xattrs"] = xattrs
         if rel == b"." and ignore_root_mtime:
             del entry["mtime_ns"]
         entries[rel] = entry

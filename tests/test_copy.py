@@ -3,12 +3,11 @@ arguments leaves it, whatever the bucket cut, the number of workers, or the SRC 
 
 import json
 import os
-import shutil
 
 import pytest
 
-from helpers import (assert_same_tree, differential, make_tree, run_msrsync, run_rsync,
-                     snapshot, describe, tree_stats, oracle_figures)
+from helpers import (NOBODY, assert_same_tree, chown_tree, describe, differential,
+                     make_tree, oracle_figures, run_msrsync, run_rsync, snapshot, tree_stats)
 
 BUCKETS = {
     "f1": ["-f", "1"],       # one entry per bucket: directories listed file by file
@@ -131,7 +130,7 @@ def test_symlink_src_among_several_srcs(tmp_path, weird_src):
 
 
 @pytest.mark.parametrize("form", [b"sub/..", b"sub/../", b".", b"./", b"./many",
-                                  b"many/.", b"many/./", b"./many/../deep/"])
+                                  b"many/.", b"many/./", b"./many/../deep/", b"/", b"many//"])
 def test_dot_and_dotdot_components_read_like_rsync(tmp_path, weird_src, form):
     src = weird_src + b"/" + form.replace(b"sub", b"many/d03")
     differential(tmp_path, [src], ["-p", "2", "-f", "13"])
@@ -240,7 +239,6 @@ def test_readonly_source_dir_split_over_buckets_is_filled_as_nonroot(nonroot):
     prefix, python, work = nonroot
     src = make_tree(os.path.join(work, b"in", b"src"), "readonly", n=60)
     os.chmod(os.path.join(work, b"in"), 0o755)
-    from helpers import chown_tree, NOBODY
     chown_tree(src, NOBODY, NOBODY)
     d = differential(work, [src + b"/"], ["-f", "3", "-p", "4"], prefix=prefix, python=python)
     assert len(os.listdir(os.path.join(d.msrsync_dest, b"ro dir"))) == 61
@@ -254,7 +252,6 @@ def test_weird_tree_copied_as_nonroot_equals_rsync(nonroot):
     prefix, python, work = nonroot
     src = make_tree(os.path.join(work, b"in", b"src"), "small", seed=4)
     os.chmod(os.path.join(work, b"in"), 0o755)
-    from helpers import chown_tree, NOBODY
     chown_tree(src, NOBODY, NOBODY)
     differential(work, [src + b"/"], ["-f", "5", "-p", "3"], prefix=prefix, python=python)
 
@@ -275,3 +272,84 @@ def test_stats_of_copy_match_rsync_stats(tmp_path, weird_src):
     assert rs["transferred_file_size"] == figures["Total transferred file size"]
     assert rs["literal_data"] == figures["Literal data"]
     assert rs["regular_files_transferred"] == tree_stats(weird_src)["files"]
+
+
+def test_src_dot_from_cwd(tmp_path, weird_src):
+    differential(tmp_path, [b"."], ["-p", "2", "-f", "13"], cwd=weird_src)
+
+
+def test_dest_dot_from_cwd(tmp_path, weird_src):
+    for side in ("oracle", "msrsync"):
+        os.makedirs(tmp_path / side)
+    o = run_rsync(weird_src + b"/", b".", cwd=tmp_path / "oracle")
+    m = run_msrsync("-p", "2", "-f", "13", weird_src + b"/", b".", cwd=tmp_path / "msrsync")
+    assert o.returncode == 0 and m.returncode == 0, describe(m)
+    assert_same_tree(tmp_path / "oracle", tmp_path / "msrsync")
+
+
+def test_dest_symlink_to_dir_is_followed_like_rsync(tmp_path, weird_src):
+    for side in ("oracle", "msrsync"):
+        os.makedirs(tmp_path / side / "real")
+        os.symlink("real", tmp_path / side / "dest")
+        os.utime(tmp_path / side / "dest", (1, 1), follow_symlinks=False)
+        os.utime(tmp_path / side, (1, 1))
+    o = run_rsync(weird_src + b"/", tmp_path / "oracle" / "dest")
+    m = run_msrsync("-p", "3", "-f", "13", weird_src + b"/", tmp_path / "msrsync" / "dest")
+    assert o.returncode == 0 and m.returncode == 0, describe(m)
+    assert os.path.islink(tmp_path / "msrsync" / "dest")
+    assert_same_tree(tmp_path / "oracle", tmp_path / "msrsync")
+
+
+def test_more_workers_than_buckets(tmp_path, small_src):
+    differential(tmp_path, [small_src + b"/"], ["-p", "16", "-f", "60"])
+
+
+def test_sparse_file_stays_sparse_with_S(tmp_path, weird_src):
+    d = differential(tmp_path, [weird_src + b"/"], ["-p", "2", "-f", "13"])
+    for dest in (d.oracle_dest, d.msrsync_dest):
+        st = os.stat(os.path.join(dest, b"sparse"))
+        assert st.st_blocks * 512 < st.st_size / 2, "sparse file was filled in %r" % dest
+
+
+def test_xattrs_copied_with_X_by_every_bucket(tmp_path, weird_src):
+    snap = snapshot(weird_src)
+    if not snap[b"mode644"].get("xattrs"):
+        pytest.skip("no user extended attributes on this filesystem")
+    d = differential(tmp_path, [weird_src + b"/"], ["-p", "3", "-f", "7"],
+                     rsync_opts=["-aSX", "--numeric-ids"])
+    assert snapshot(d.msrsync_dest)[b"dir700"].get("xattrs")
+
+
+def test_link_dest_hard_links_unchanged_files(tmp_path, small_src):
+    """--link-dest=DIR (relative to DEST) works the same from every bucket."""
+    def prepare(dest):
+        prev = os.path.join(os.path.dirname(dest), b"prev")
+        assert run_rsync(small_src + b"/", prev).returncode == 0
+    d = differential(tmp_path, [small_src + b"/"], ["-p", "3", "-f", "7"],
+                     rsync_opts=["-a", "--link-dest=../prev"], prepare_dest=prepare)
+    linked = [p for p, e in snapshot(d.msrsync_dest).items() if e.get("hardlinks")]
+    assert len(linked) >= tree_stats(small_src)["files"] - 2
+
+
+@pytest.mark.nonroot
+def test_rerun_adds_file_into_readonly_dest_dir_as_nonroot(nonroot):
+    """A second run must add a new file into a directory it made 0555 the first time,
+    as one rsync does."""
+    prefix, python, work = nonroot
+    src = make_tree(os.path.join(work, b"in", b"src"), "readonly", n=30)
+    chown_tree(src, NOBODY, NOBODY)
+    d = differential(work, [src + b"/"], ["-f", "3", "-p", "4"], prefix=prefix, python=python)
+    ro = os.path.join(src, b"ro dir")
+    os.chmod(ro, 0o755)
+    new = os.path.join(ro, b"new file")
+    with open(new, "wb") as f:
+        f.write(b"new\n")
+    os.utime(new, (10 ** 9, 10 ** 9))
+    os.lchown(new, NOBODY, NOBODY)
+    os.chmod(ro, 0o555)
+    os.utime(ro, (2 * 10 ** 9, 2 * 10 ** 9))
+    o = run_rsync(src + b"/", d.oracle_dest, prefix=prefix)
+    m = run_msrsync("-f", "3", "-p", "4", src + b"/", d.msrsync_dest, prefix=prefix,
+                    python=python)
+    assert m.returncode == o.returncode, describe(m) + "\n" + describe(o)
+    assert_same_tree(d.oracle_dest, d.msrsync_dest, label_a="rsync", label_b="msrsync")

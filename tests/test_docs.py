@@ -2,6 +2,7 @@
 the exit-code table is the same in the code, --help, README.md and man/msrsync.1."""
 
 import importlib.machinery
+import types
 import os
 import re
 
@@ -16,7 +17,7 @@ SPEC_EXIT_CODES = {0, 1, 2, 3, 4, 5, 6, 10, 11, 12, 13, 14, 20, 21, 22, 23, 24, 
 
 def load_msrsync():
     loader = importlib.machinery.SourceFileLoader("msrsync_mod", MSRSYNC)
-    import types
+
     module = types.ModuleType(loader.name)
     module.__file__ = MSRSYNC
     loader.exec_module(module)

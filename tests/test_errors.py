@@ -4,13 +4,14 @@ nothing behind; and the failures of sources, destinations and workers."""
 import json
 import os
 import re
-import stat
+import signal
 import sys
 
 import pytest
 
-from helpers import (IS_ROOT, NOBODY, chown_tree, describe, differential, make_tree,
-                     run_msrsync, run_rsync, snapshot, stderr_lines, text, assert_same_tree)
+from helpers import (NOBODY, assert_same_tree, chown_tree, describe, differential, make_tree,
+                     rsync_processes_mentioning, run_msrsync, run_rsync, snapshot,
+                     start_msrsync, stderr_lines, text, wait_for)
 
 
 def _whole_dir(path):
@@ -381,8 +382,6 @@ def test_unreadable_source_directory_exits_23_as_nonroot(nonroot):
 
 
 def test_worker_killed_by_foreign_signal_exits_41(tmp_path):
-    from helpers import start_msrsync, rsync_processes_mentioning, wait_for
-    import signal
     src = make_tree(tmp_path / "src", "big", count=2, size=1 << 20)
     proc = start_msrsync("--rsync", "-a --bwlimit=100", src + b"/", tmp_path / "dest")
     try:

@@ -72,7 +72,13 @@ def _change_symlink_mtime(root):
     return os.path.join(b"sub", b"link"), {"mtime_ns"}
 
 
+def _change_xattr(root):
+    os.setxattr(os.path.join(root, b"file-b"), "user.x", b"1")
+    return b"file-b", {"xattrs"}
+
+
 MUTATIONS = {
+    "xattr": _change_xattr,
     "content": _change_content,
     "mode": _change_mode,
     "dir-mtime": _change_dir_mtime,
@@ -81,6 +87,18 @@ MUTATIONS = {
     "owner": _change_owner,
     "symlink-mtime": _change_symlink_mtime,
 }
+
+
+def _user_xattrs(path):
+    probe = os.path.join(os.fsencode(path), b"xattr-probe")
+    open(probe, "wb").close()
+    try:
+        os.setxattr(probe, "user.probe", b"1")
+        return True
+    except OSError:
+        return False
+    finally:
+        os.unlink(probe)
 
 
 def _base_tree(root):
@@ -104,6 +122,8 @@ def _base_tree(root):
 def test_comparator_detects_each_single_difference(tmp_path, mutation):
     if mutation == "owner" and not IS_ROOT:
         pytest.skip("changing a file's owner needs root")
+    if mutation == "xattr" and not _user_xattrs(tmp_path):
+        pytest.skip("no user extended attributes on this filesystem")
     a = os.fsencode(tmp_path / "a")
     b = os.fsencode(tmp_path / "b")
     _base_tree(a)
@@ -160,7 +180,7 @@ def test_oracle_rsync_reproduces_source_tree(tmp_path, kind):
     links excepted: they need -H, which msrsync refuses)."""
     src = make_tree(tmp_path / "src", kind)
     dest = os.fsencode(tmp_path / "dest")
-    cp = run_rsync(src + b"/", dest)
+    cp = run_rsync(src + b"/", dest, opts=["-aSX", "--numeric-ids"])
     assert cp.returncode == 0, cp.stderr
     expected = snapshot(src)
     for entry in expected.values():
@@ -192,3 +212,6 @@ def test_weird_tree_has_every_awkward_case(weird_src):
     if IS_ROOT:
         assert any(e["uid"] == 4242 for e in snap.values())
     assert stat.S_ISLNK(os.lstat(os.path.join(weird_src, b"link to dir")).st_mode)
+    assert b"m" * 255 in names
+    assert snap[b"mode600"]["mtime_ns"] < 0
+    assert snap[b"loop"]["target"] == b"loop"

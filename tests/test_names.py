@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from helpers import describe, differential, make_tree, run_msrsync, stderr_lines, text
+from helpers import describe, differential, make_tree, stderr_lines, text
 
 AWKWARD_DIRS = [
     b"non-utf8 \xff\xfe",

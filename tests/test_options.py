@@ -8,7 +8,8 @@ import re
 import pytest
 
 from helpers import (assert_same_tree, describe, differential, make_tree, oracle_figures,
-                     run_msrsync, run_rsync, snapshot, stderr_lines, text, tree_stats)
+                     rsync_processes_mentioning, rsync_stats_figures, run_msrsync, run_rsync,
+                     snapshot, start_msrsync, text, tree_stats, wait_for)
 
 SPEC_JSON_KEYS = {
     "version", "status", "exit_code", "exit_meaning", "command_line", "working_directory",
@@ -96,7 +97,6 @@ def test_processes_sets_the_number_of_workers(tmp_path, weird_src, flag):
 @pytest.mark.slow
 def test_processes_run_rsyncs_at_the_same_time(tmp_path):
     """-p 3 really runs three rsyncs at once (each throttled, so they overlap)."""
-    from helpers import start_msrsync, rsync_processes_mentioning, wait_for
     src = make_tree(tmp_path / "src", "big", count=6, size=300 * 1024)
     proc = start_msrsync("-p", "3", "-s", "100K", "--rsync", "-a --bwlimit=200",
                          src + b"/", tmp_path / "dest")
@@ -468,7 +468,6 @@ def test_rsync_mkpath_creates_missing_parents(tmp_path, weird_src):
 def test_rsync_stats_prints_aggregated_rsync_figures(tmp_path, weird_src):
     d = differential(tmp_path, [weird_src + b"/"], ["-p", "3", "-f", "25"],
                      rsync_opts=["-a", "--stats"])
-    from helpers import rsync_stats_figures
     mine = rsync_stats_figures(d.msrsync.stdout)
     theirs = rsync_stats_figures(d.oracle.stdout)
     for label in ("Number of regular files transferred", "Total file size", "Literal data"):

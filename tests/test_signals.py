@@ -1,5 +1,6 @@
 """SIGINT, SIGTERM and SIGHUP stop msrsync with exit 20 and leave no rsync behind."""
 
+import json
 import os
 import signal
 import time
@@ -68,7 +69,6 @@ def test_interrupted_run_reports_interrupted_status(tmp_path):
         _kill_leftovers(tmp_path)
     assert proc.returncode == 20
     assert "Status: INTERRUPTED" in text(out).splitlines()
-    import json
     summary = json.loads(json_path.read_text())
     assert summary["status"] == "INTERRUPTED"
     assert summary["exit_code"] == 20
