@@ -37,6 +37,7 @@ import platform
 import random
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -77,6 +78,7 @@ SCENARIO_UPTODATE = "up-to-date re-run"
 SCENARIOS = (SCENARIO_INITIAL, SCENARIO_UPTODATE)
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 OUTLIER_FACTOR = 2.0        # a run slower than this times its median is flagged
 HWM_SAMPLE_SECONDS = 0.02
 
@@ -373,37 +375,125 @@ def _sample_hwm(pid, stop, result):
         stop.wait(HWM_SAMPLE_SECONDS)
 
 
-def measure(argv, log_path, cwd=None):
+class Spawner(object):
+    """Starts the measured commands so that ru_maxrss is theirs alone.
+
+    Linux folds the resident size a process had *before* exec into its
+    ru_maxrss (fs/exec.c: setmax_mm_hiwater_rss), so every child forked
+    straight from this Python process reports at least our own RSS (~20 MB
+    with the dataset built), more than rsync itself uses.  GNU time avoids it
+    by being tiny; we get the same by launching through /bin/sh: sh starts
+    the command in the background (a fork of a ~1.5 MB shell), prints its
+    pid and exits, and the command, orphaned, is re-parented to us because
+    we made ourselves a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so
+    os.wait4 still gives us its rusage.  Without prctl or /bin/sh, children
+    are forked directly and `floor_kib` says how much that adds."""
+
+    __slots__ = ("prefix", "floor_kib", "how")
+
+    # fd 3 carries the pid back; the command's stdout and stderr go to the log.
+    LAUNCH = 'exec 3>&1 >&2; "$@" 3>&- & echo $! >&3'
+
+    def __init__(self):
+        self.prefix = None      # argv prefix of the sh launcher, None = direct fork
+        self.floor_kib = None   # ru_maxrss of `sleep` started the same way
+        self.how = "forked directly by bench.py"  # one line for the header
+        if os.path.exists("/bin/sh") and _become_subreaper():
+            self.prefix = ["/bin/sh", "-c", self.LAUNCH, "sh"]
+            # An asynchronous command of a non-interactive shell starts with
+            # SIGINT and SIGQUIT ignored; env --default-signal (coreutils
+            # 8.31+) gives them back their default action.
+            if subprocess.call(["env", "--default-signal=INT,QUIT", "true"],
+                               stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL) == 0:
+                self.prefix += ["env", "--default-signal=INT,QUIT"]
+            self.how = "launched through /bin/sh, bench.py a child subreaper"
+
+    def calibrate(self, log_path):
+        """Measure the floor: what a command that uses ~no memory reports."""
+        self.floor_kib = measure(["sleep", "0.1"], log_path, self).maxrss_kib
+        return self.floor_kib
+
+    def start(self, argv, out):
+        """Start ARGV with stdout+stderr to OUT; return its pid."""
+        if self.prefix is None:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT)
+            proc.returncode = 0  # we reap it with os.wait4: keep Popen from waiting
+            return proc.pid
+        launcher = subprocess.Popen(self.prefix + argv, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=out)
+        line = launcher.stdout.readline()
+        launcher.stdout.close()
+        launcher.wait()
+        try:
+            return int(line)
+        except ValueError:
+            raise BenchError("the /bin/sh launcher gave no pid for %s" % argv[0])
+
+
+def _become_subreaper():
+    """prctl(PR_SET_CHILD_SUBREAPER, 1): orphaned descendants become ours."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (ImportError, OSError, AttributeError):
+        return False
+
+
+def reap_orphans():
+    """Collect any exited descendant re-parented to us (a subreaper must)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def measure(argv, log_path, spawner):
     """Run ARGV (stdout+stderr to LOG_PATH) and return its Measure.
 
-    The wall time spans fork to reap.  os.waitid(WNOWAIT) waits for the exit
-    without reaping, so the /proc sampler stops before the pid can be reused;
-    os.wait4 then reaps it and returns the rusage of the child plus every
-    descendant it waited for (Linux: CPU summed, ru_maxrss the maximum)."""
+    The wall time spans the start to the reap.  os.waitid(WNOWAIT) waits for
+    the exit without reaping, so the /proc sampler stops before the pid can
+    be reused; os.wait4 then reaps it and returns the rusage of the command
+    plus every descendant it waited for (Linux: CPU summed, ru_maxrss the
+    largest single process)."""
     with open(log_path, "ab") as out:
         out.write(("$ %s\n" % " ".join(shlex.quote(a) for a in argv)).encode())
         out.flush()
         t0 = time.monotonic()
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, cwd=cwd)
+        pid = spawner.start(argv, out)
         stop = threading.Event()
         hwm = [0]
-        sampler = threading.Thread(target=_sample_hwm, args=(proc.pid, stop, hwm))
+        sampler = threading.Thread(target=_sample_hwm, args=(pid, stop, hwm))
         sampler.daemon = True
         sampler.start()
         try:
-            os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-        except (AttributeError, ChildProcessError):
-            pass
-        stop.set()
-        sampler.join()
-        _, status, ru = os.wait4(proc.pid, 0)
+            try:
+                os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+            except AttributeError:
+                pass
+            stop.set()
+            sampler.join()
+            _, status, ru = os.wait4(pid, 0)
+        except ChildProcessError:
+            raise BenchError("lost track of %s (pid %d)" % (argv[0], pid))
+        except KeyboardInterrupt:
+            # Launched in the background, the command may not see the
+            # terminal's SIGINT: stop it ourselves.
+            stop.set()
+            os.kill(pid, signal.SIGTERM)
+            os.wait4(pid, 0)
+            raise
         wall = time.monotonic() - t0
+    reap_orphans()
     if os.WIFSIGNALED(status):
         code = -os.WTERMSIG(status)
     else:
         code = os.WEXITSTATUS(status)
-    proc.returncode = code  # reaped here: keep Popen from waiting again
     return Measure(wall, ru.ru_utime, ru.ru_stime, ru.ru_maxrss, hwm[0], code)
 
 
@@ -505,7 +595,8 @@ def check_copy(src, dst, expected, args, log_path):
     return problems
 
 
-def run_one(tool, scenario, rep, src, dst, expected, args, workdir, runs, failures):
+def run_one(tool, scenario, rep, src, dst, expected, args, workdir, spawner, runs,
+            failures):
     """One timed run; appends a record to RUNS and returns it."""
     logs = os.path.join(workdir, "logs")
     log_path = os.path.join(logs, "%s-%s-rep%d.log" % (
@@ -514,7 +605,7 @@ def run_one(tool, scenario, rep, src, dst, expected, args, workdir, runs, failur
         remove_tree(dst)
     dropped = settle_caches(not args.no_drop_caches)
     argv = tool_argv(tool, src, dst, args, workdir)
-    m = measure(argv, log_path)
+    m = measure(argv, log_path, spawner)
     record = {
         "rep": rep, "tool": tool.label, "kind": tool.kind, "procs": tool.procs,
         "scenario": scenario, "argv": argv, "wall_s": m.wall,
@@ -544,12 +635,11 @@ def run_one(tool, scenario, rep, src, dst, expected, args, workdir, runs, failur
     return record
 
 
-def run_benchmark(tools, src, expected, args, workdir):
+def run_benchmark(tools, src, expected, args, workdir, spawner):
     """Round-robin: at repetition r the tool order is rotated by r, and each
     tool does its initial copy then its up-to-date re-run back to back (the
     re-run needs the DEST the copy just made)."""
     dst = os.path.join(workdir, "dst")
-    os.makedirs(os.path.join(workdir, "logs"), exist_ok=True)
     runs, failures = [], []
     for rep in range(1, args.reps + 1):
         k = (rep - 1) % len(tools)
@@ -557,10 +647,10 @@ def run_benchmark(tools, src, expected, args, workdir):
         log("repetition %d/%d: %s" % (rep, args.reps, ", ".join(t.label for t in order)))
         for tool in order:
             first = run_one(tool, SCENARIO_INITIAL, rep, src, dst, expected,
-                            args, workdir, runs, failures)
+                            args, workdir, spawner, runs, failures)
             if first["exit_code"] == 0:
                 run_one(tool, SCENARIO_UPTODATE, rep, src, dst, expected,
-                        args, workdir, runs, failures)
+                        args, workdir, spawner, runs, failures)
     remove_tree(dst)
     return runs, failures
 
@@ -671,6 +761,11 @@ def environment(args, workdir, tools):
     return env
 
 
+def rss_floor_line(spawner):
+    return ("peak RSS: tools %s; `sleep` started the same way reports %.1f MB "
+            "(the floor of that column)" % (spawner.how, mib(spawner.floor_kib or 0)))
+
+
 def describe_environment(env, extra):
     lines = ["# msrsync benchmark (%s)" % env["date"], ""]
     for key in ("rsync", "msrsync", "python", "cpus", "kernel"):
@@ -713,6 +808,9 @@ def run_memory(args):
     workdir = tempfile.mkdtemp(prefix="msrsync-bench-mem-", dir=base)
     env["workdir"] = workdir
     os.makedirs(os.path.join(workdir, "logs"))
+    spawner = Spawner()
+    spawner.calibrate(os.path.join(workdir, "logs", "floor.log"))
+    env["rss_launch"], env["rss_floor_kib"] = spawner.how, spawner.floor_kib
     want = [t for t in args.tools.split(",") if t.strip()] if args.tools_given else \
         ["rsync", "msrsync"]
     with_rsync = "rsync" in want
@@ -726,7 +824,7 @@ def run_memory(args):
         remove_tree(dst)
         os.sync()
         logp = os.path.join(workdir, "logs", "%s-%d.log" % (label.replace(" ", "_"), size))
-        m = measure(argv, logp)
+        m = measure(argv, logp, spawner)
         row = {"tool": label, "entries": size, "mode": mode, "argv": argv,
                "wall_s": m.wall, "cpu_s": m.user + m.sys,
                "maxrss_kib": m.maxrss_kib, "self_hwm_kib": m.self_hwm_kib,
@@ -744,6 +842,8 @@ def run_memory(args):
         remove_tree(dst)
 
     try:
+        # What msrsync costs before it looks at any tree: interpreter + imports.
+        one("msrsync --version", 0, msr + ["--version"], "startup")
         for size in sizes:
             src = os.path.join(workdir, "src%d" % size)
             log("creating %d empty files in %s" % (size, src))
@@ -765,11 +865,12 @@ def run_memory(args):
         if not args.keep:
             remove_tree(workdir)
 
-    print(describe_environment(env, ["empty files, %d per directory" % MEMORY_FILES_PER_DIR,
-                                     "peak RSS = ru_maxrss from os.wait4 (largest process"
-                                     " of the tool's tree); own HWM = the tool process's"
-                                     " VmHWM sampled every %d ms"
-                                     % int(HWM_SAMPLE_SECONDS * 1000)]))
+    print(describe_environment(env, [
+        "empty files, %d per directory" % MEMORY_FILES_PER_DIR,
+        "peak RSS = ru_maxrss from os.wait4 (largest process of the tool's tree); "
+        "own HWM = the tool process's VmHWM sampled every %d ms"
+        % int(HWM_SAMPLE_SECONDS * 1000),
+        rss_floor_line(spawner)]))
     print()
     print("| tool | entries | mode | wall s | CPU s | peak RSS MB | own HWM MB |")
     print("|---|---:|---|---:|---:|---:|---:|")
@@ -780,6 +881,11 @@ def run_memory(args):
         print("| %s%s | %d | %s | %s | %s | %.1f | %.1f |" % (
             r["tool"], status, r["entries"], r["mode"], fmt_seconds(r["wall_s"]),
             fmt_seconds(r["cpu_s"]), mib(r["maxrss_kib"]), mib(r["self_hwm_kib"])))
+    changed = file_digest(args.msrsync) != env.get("msrsync_sha256")
+    if changed:
+        print()
+        print("FAILURES:\n- %s changed while the benchmark ran: the figures mix versions"
+              % args.msrsync)
     flat = [r for r in rows if r["tool"] == "msrsync -d" and r["exit_code"] == 0]
     if len(flat) >= 2:
         print()
@@ -788,7 +894,7 @@ def run_memory(args):
     if args.json:
         write_json(args.json, {"mode": "memory", "environment": env, "rows": rows})
     failed = [r for r in rows if r["exit_code"] != 0 or r.get("check") not in (None, "ok")]
-    return 1 if failed else 0
+    return 1 if failed or changed else 0
 
 
 # ---------------------------------------------------------------------------
@@ -871,9 +977,13 @@ def run_copy_benchmark(args):
     runs, failures, logs_kept = [], [], False
     try:
         env = environment(args, workdir, tools)
+        os.makedirs(os.path.join(workdir, "logs"), exist_ok=True)
+        spawner = Spawner()
+        spawner.calibrate(os.path.join(workdir, "logs", "floor.log"))
+        env["rss_launch"], env["rss_floor_kib"] = spawner.how, spawner.floor_kib
         src, expected, build_s = prepare_dataset(workdir, args.files, args.seed)
         t0 = time.monotonic()
-        runs, failures = run_benchmark(tools, src, expected, args, workdir)
+        runs, failures = run_benchmark(tools, src, expected, args, workdir, spawner)
         bench_s = time.monotonic() - t0
     finally:
         if owned and not args.keep:
@@ -901,6 +1011,7 @@ def run_copy_benchmark(args):
         "commands: %s" % "; ".join(command_templates(tools, args)),
         "check after each initial copy: file/dir counts and bytes%s"
         % (" + rsync -ain --delete" if args.verify else ""),
+        rss_floor_line(spawner),
         "benchmark time %.0fs (dataset build %.0fs)" % (bench_s, build_s),
     ]
     print(describe_environment(env, extra))
@@ -929,8 +1040,15 @@ def run_copy_benchmark(args):
     return 1 if failures else 0
 
 
+def _terminated(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None):
     args = parse_args(argv)
+    # SIGTERM cleans up like Ctrl-C: the running tool is stopped and the
+    # temporary work directory removed.
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         return run_memory(args) if args.memory else run_copy_benchmark(args)
     except BenchError as exc:

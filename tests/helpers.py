@@ -69,12 +69,12 @@ def run_rsync(*args, opts=None, prefix=(), timeout=DEFAULT_TIMEOUT, env=None, cw
                    cwd=cwd)
 
 
-def start_msrsync(*args, python=sys.executable, env=None, cwd=None):
+def start_msrsync(*args, python=sys.executable, env=None, cwd=None, stderr=subprocess.PIPE):
     """Start msrsync in the background (SIGINT at its default, as from a terminal)."""
     def restore_sigint():
         signal.signal(signal.SIGINT, signal.SIG_DFL)
     argv = [python, MSRSYNC] + [_arg(a) for a in args]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr,
                             stdin=subprocess.DEVNULL, env=env, cwd=cwd and _arg(cwd),
                             preexec_fn=restore_sigint)
 
@@ -239,6 +239,7 @@ def make_tree(root, kind="weird", seed=0, **kw):
       weird    -- every awkward case at once (see WEIRD_NAMES, symlinks, FIFO, modes,
                   read-only dir, 30-deep nesting, hard links, sparse file, owners when root)
       small    -- the weird names, links and modes but only a few dozen files
+      tiny     -- about twenty entries: a few awkward names, a link, an empty and a 0555 dir
       readonly -- a 0555 directory holding many files (and a 0555 subdirectory), kw n=...
       big      -- kw count=... files of kw size=... bytes (for slow, interruptible copies)
       flat     -- kw n=... small files in one directory
@@ -249,6 +250,19 @@ def make_tree(root, kind="weird", seed=0, **kw):
     j = lambda *parts: os.path.join(root, *parts)
     if kind in ("weird", "small"):
         _make_weird(root, rng, many=(kind == "weird"))
+    elif kind == "tiny":
+        for i, name in enumerate([b"a b", b"-x", b"q'\"", b"nl\n", b"\xff\xfe", b"#c"]):
+            _write(j(name), _content(rng, 100 * i))
+        os.makedirs(j(b"sub dir", b"deeper"))
+        for i in range(4):
+            _write(j(b"sub dir", b"f%d" % i), _content(rng, 50 * i))
+        _write(j(b"sub dir", b"deeper", b"leaf"), b"leaf\n", 0o600)
+        os.symlink(b"sub dir/f1", j(b"link"))
+        os.mkdir(j(b"empty"))
+        os.mkdir(j(b"ro"))
+        for i in range(3):
+            _write(j(b"ro", b"r%d" % i), b"r" * i)
+        os.chmod(j(b"ro"), 0o555)
     elif kind == "readonly":
         n = kw.get("n", 60)
         ro = j(b"ro dir")
@@ -342,7 +356,7 @@ def _make_weird(root, rng, many):
     except OSError:
         pass    # no user xattrs on this filesystem
     # many small files of varied sizes, in a few directories
-    n_files = 300 if many else 30
+    n_files = 200 if many else 30
     for i in range(n_files):
         d = j(b"many", b"d%02d" % (i % (12 if many else 3)))
         os.makedirs(d, exist_ok=True)
@@ -351,7 +365,7 @@ def _make_weird(root, rng, many):
     # a read-only directory (mode 0555) holding many files
     ro = j(b"read only")
     os.mkdir(ro)
-    for i in range(60 if many else 10):
+    for i in range(50 if many else 10):
         _write(os.path.join(ro, b"r%03d" % i), _content(rng, rng.randrange(0, 1500)))
     os.chmod(ro, 0o555)
     # owners other than the runner's (only root can do this)

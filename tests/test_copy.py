@@ -353,3 +353,14 @@ def test_rerun_adds_file_into_readonly_dest_dir_as_nonroot(nonroot):
                     python=python)
     assert m.returncode == o.returncode, describe(m) + "\n" + describe(o)
     assert_same_tree(d.oracle_dest, d.msrsync_dest, label_a="rsync", label_b="msrsync")
+
+
+@pytest.mark.parametrize("opts", [None, ["-rlt"]], ids=["default", "no-perms"])
+def test_umask_applies_like_rsync(tmp_path, weird_src, opts):
+    """DEST (and, without -p, every new entry) gets rsync's umask-based modes."""
+    old = os.umask(0o027)
+    try:
+        differential(tmp_path, [weird_src], ["-p", "3", "-f", "13"], rsync_opts=opts,
+                     dest_name=b"new/")
+    finally:
+        os.umask(old)

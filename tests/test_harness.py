@@ -174,7 +174,7 @@ def test_comparator_root_mtime_is_ignored_only_on_request(tmp_path):
     assert_same_tree(a, b, ignore_root_mtime=True)
 
 
-@pytest.mark.parametrize("kind", ["weird", "small", "readonly", "flat"])
+@pytest.mark.parametrize("kind", ["weird", "small", "tiny", "readonly", "flat", "big"])
 def test_oracle_rsync_reproduces_source_tree(tmp_path, kind):
     """Plain rsync -aS --numeric-ids copies every attribute the snapshot records (hard
     links excepted: they need -H, which msrsync refuses)."""

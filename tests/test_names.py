@@ -22,22 +22,22 @@ AWKWARD_DIRS = [
 @pytest.mark.parametrize("slash", [b"/", b""], ids=["contents", "dir"])
 def test_awkward_src_and_dest_paths(tmp_path, name, slash):
     work = os.path.join(os.fsencode(tmp_path), name)
-    src = make_tree(os.path.join(work, b"in", name + b" src"), "small", seed=11)
-    differential(work, [src + slash], ["-p", "3", "-f", "8"], dest_name=name + b" dest")
+    src = make_tree(os.path.join(work, b"in", name + b" src"), "tiny", seed=11)
+    differential(work, [src + slash], ["-p", "3", "-f", "3"], dest_name=name + b" dest")
 
 
 def test_all_awkward_bytes_in_one_path(tmp_path):
     name = b"".join(AWKWARD_DIRS)
     work = os.path.join(os.fsencode(tmp_path), b"w")
-    src = make_tree(os.path.join(work, b"in", name), "small", seed=12)
-    differential(work, [src + b"/", src], ["-p", "2", "-f", "9"], dest_name=name)
+    src = make_tree(os.path.join(work, b"in", name), "tiny", seed=12)
+    differential(work, [src + b"/", src], ["-p", "2", "-f", "3"], dest_name=name)
 
 
 def test_relative_src_and_dest_starting_with_dash(tmp_path):
     """'./-name' is how both rsync and msrsync are given a path that starts with '-'."""
     work = os.fsencode(tmp_path)
-    make_tree(os.path.join(work, b"-rf src"), "small", seed=13)
-    differential(work, [b"./-rf src/"], ["-p", "2", "-f", "9"], cwd=work,
+    make_tree(os.path.join(work, b"-rf src"), "tiny", seed=13)
+    differential(work, [b"./-rf src/"], ["-p", "2", "-f", "3"], cwd=work,
                  dest_name=b"-dest")
 
 
