@@ -16,7 +16,9 @@ What it does, in order:
      and checks after each initial copy that DEST has as many files,
      directories and bytes as SRC (--verify adds `rsync -ain --delete`);
   3. records wall time (time.monotonic), the CPU time (user+sys) of the tool
-     and every descendant it waited for, and peak RSS (os.wait4 rusage);
+     and every descendant it waited for, and peak RSS (os.wait4 rusage; the
+     tools are started through /bin/sh so that our own RSS is not folded
+     into theirs, see Spawner);
   4. prints a markdown table and, with --json, writes every run as JSON.
 
 --memory is a separate mode: msrsync's own peak RSS on 100,000 and 1,000,000
@@ -601,9 +603,11 @@ def run_one(tool, scenario, rep, src, dst, expected, args, workdir, spawner, run
     logs = os.path.join(workdir, "logs")
     log_path = os.path.join(logs, "%s-%s-rep%d.log" % (
         tool.label.replace(" ", "_"), scenario.split()[0], rep))
+    t0 = time.monotonic()
     if scenario == SCENARIO_INITIAL:
         remove_tree(dst)
     dropped = settle_caches(not args.no_drop_caches)
+    prep = time.monotonic() - t0  # untimed: on a busy disk it can dominate
     argv = tool_argv(tool, src, dst, args, workdir)
     m = measure(argv, log_path, spawner)
     record = {
@@ -611,7 +615,7 @@ def run_one(tool, scenario, rep, src, dst, expected, args, workdir, spawner, run
         "scenario": scenario, "argv": argv, "wall_s": m.wall,
         "cpu_user_s": m.user, "cpu_sys_s": m.sys, "cpu_s": m.user + m.sys,
         "maxrss_kib": m.maxrss_kib, "self_hwm_kib": m.self_hwm_kib,
-        "exit_code": m.exit_code, "cache_dropped": dropped,
+        "exit_code": m.exit_code, "cache_dropped": dropped, "untimed_prep_s": prep,
         "loadavg_after": loadavg(), "log": log_path, "check": None,
     }
     problems = []
@@ -625,9 +629,9 @@ def run_one(tool, scenario, rep, src, dst, expected, args, workdir, spawner, run
     record["ok"] = not problems
     runs.append(record)
     status = "ok" if not problems else "FAILED"
-    log("rep %d  %-18s %-18s %7.2fs  cpu %6.2fs  rss %6.1f MiB  %s"
+    log("rep %d  %-18s %-18s %7.2fs  cpu %6.2fs  rss %6.1f MiB  %s  (untimed prep %.1fs)"
         % (rep, tool.label, scenario, m.wall, m.user + m.sys,
-           mib(m.maxrss_kib), status))
+           mib(m.maxrss_kib), status, prep))
     if problems:
         failures.append("%s, %s, rep %d: %s" % (tool.label, scenario, rep,
                                                 "; ".join(problems)))
