@@ -529,3 +529,20 @@ def test_progress_on_a_terminal_redraws_one_line_at_most_10_times_a_second(tmp_p
     assert redraws <= 12 * took + 2, "%d redraws in %.1f s" % (redraws, took)
     assert err.rstrip(b"\r\n").count(b"\n") == 0, "progress used several lines: %r" % err[-300:]
     assert err.endswith(b"\n")
+
+
+@pytest.mark.slow
+def test_closed_stdout_is_not_an_internal_error(tmp_path):
+    """'msrsync --rsync "-a -v" ... | head -1': a reader that goes away is not a bug in
+    msrsync (exit 42); plain rsync finishes the copy and exits 0."""
+    src = make_tree(tmp_path / "src", "flat", n=1500, size=1)
+    fmt = "--out-format=" + " ".join(["%n"] * 10)
+    proc = start_msrsync("-p", "2", "-f", "100", "--rsync", "-a '%s'" % fmt, src + b"/",
+                         tmp_path / "dest")
+    first = proc.stdout.readline()
+    proc.stdout.close()          # far more output follows than a pipe holds
+    err = proc.stderr.read()
+    proc.wait(timeout=120)
+    assert first
+    assert proc.returncode != 42, text(err)
+    assert b"internal error" not in err and b"Traceback" not in err, text(err)

@@ -42,6 +42,15 @@ def test_usage_error_and_version_under_python(tmp_path, python):
 
 
 def test_refused_option_under_python(tmp_path, python, small_src):
-    cp = run_msrsync("--rsync", "-a --delete", small_src + b"/", tmp_path / "d", python=python)
+    cp = run_msrsync("--rsync", "-a -F", small_src + b"/", tmp_path / "d", python=python)
     assert cp.returncode == 4, describe(cp)
     assert not os.path.exists(tmp_path / "d")
+
+
+@pytest.mark.slow
+def test_filters_delete_and_hard_links_under_python(tmp_path, python):
+    from test_rsync_features import _extras, _hardlink_tree
+    src = _hardlink_tree(os.fsencode(tmp_path / "in" / "src"))
+    differential(tmp_path, [src + b"/"], ["-p", "3", "-f", "5"],
+                 rsync_opts=["-aH", "--delete", "--exclude=*.dat", "--include=d0*/"],
+                 prepare_dest=_extras, python=python)

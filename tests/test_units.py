@@ -117,19 +117,26 @@ def error_code(text):
 @pytest.mark.parametrize("text", ["-aS --numeric-ids", "-a", "-r", "-rlptgoD", "-a -v",
                                   "-a --bwlimit 100", "-a --bwlimit=100", "-a -e ssh",
                                   "-a -T /tmp", "-a -z --compress-level=1", "-avz",
-                                  "-a --chmod=Fo-r", "-a --inplace -c", "-a --mkpath"])
+                                  "-a --chmod=Fo-r", "-a --inplace -c", "-a --mkpath",
+                                  "-a --delete", "-aH", "-a --exclude x", "-a -f '- x'",
+                                  "-a --del --max-delete=3", "-aL", "-a -x", "-aR", "-ak",
+                                  "-aK", "-a --safe-links", "-a --copy-unsafe-links"])
 def test_rsync_options_accepted(text):
     options(text)  # no MsrsyncError
 
 
-@pytest.mark.parametrize("text", ["-a --delete", "-a --delete-after", "-a --del", "-aH",
-                                  "-a --exclude x", "-a --exclude=x", "-a -f '- x'",
-                                  "-a -F", "-a -C", "-a -x", "-a -R", "-a -L", "-a -k",
-                                  "-a -K", "-a -m", "-a --files-from=x", "-a --list-only",
-                                  "-lpt", "-a --no-r", "-a --no-recursive", "-lptd",
-                                  "-a --safe-links", "-a --copy-unsafe-links"])
+@pytest.mark.parametrize("text", ["-a -F", "-aF", "-a -C", "-a -m", "-a --list-only",
+                                  "-a --no-relative", "-a --delete-missing-args"])
 def test_rsync_options_refused_with_code_4(text):
     assert error_code(text) == 4
+
+
+@pytest.mark.parametrize("text,recursive", [
+    ("-a", True), ("-r", True), ("-rlpt", True), ("-lpt", False), ("-a --no-r", False),
+    ("-a --no-recursive", False), ("-lptd", False), ("--no-r -r", True)])
+def test_rsync_options_know_whether_they_recurse(text, recursive):
+    """(a non-recursive set is refused later, unless --files-from names the entries)"""
+    assert options(text).recursive is recursive
 
 
 @pytest.mark.parametrize("text", ["-a '", "-a some/path"])

@@ -1,0 +1,253 @@
+"""rsync options msrsync implements itself across buckets -- filter rules (applied by its
+scanner), the --delete family (a deletion pass after the copies) and -H (link groups kept
+in one bucket) -- on the awkward trees of this harness: names starting with '#', ';' or
+'-', with newlines and non-UTF-8 bytes, read-only directories, several SRCs.
+test_rsync_semantics.py covers the options themselves in depth; this file only adds
+what the awkward names and SRC forms can break."""
+
+import json
+import os
+
+import pytest
+
+from helpers import (assert_same_tree, describe, differential, make_tree, rsync_stats_figures,
+                     run_msrsync, run_rsync, snapshot, text)
+
+
+def _utime_tree(root, t=10 ** 9):
+    """Fixed mtimes for what a test puts at DEST itself (deepest first)."""
+    root = os.fsencode(root)
+    paths = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        paths += [os.path.join(dirpath, n) for n in filenames + dirnames]
+    for p in sorted(paths, key=lambda p: p.count(b"/"), reverse=True):
+        os.utime(p, (t, t), follow_symlinks=False)
+    os.utime(root, (t, t))
+
+
+# ------------------------------------------------------------------ filter rules
+
+FILTERS = [
+    ["--exclude=#hash", "--exclude=;*"],
+    ["--exclude=\xff*", "--exclude=*\xe9*"],
+    ["--exclude=new?line", "--exclude=-*"],
+    ["--exclude=*\\*", "--exclude=star\\*?\\[x\\]"],
+    ["--exclude=read only/r00[0-4]", "--exclude=quote'*"],
+    ["--exclude=link*", "--exclude=fifo", "--exclude=.*"],
+    ["--exclude=d0?/", "--exclude=dir *"],
+    ["--include=many/", "--include=many/d01/***", "--exclude=*"],
+    ["--exclude=empty/", "--exclude=empty2", "--exclude=*/d1[0-5]/"],
+]
+@pytest.mark.parametrize("rules", FILTERS, ids=[" ".join(r) for r in FILTERS])
+def test_filter_rules_select_what_rsync_selects(tmp_path, small_src, rules):
+    differential(tmp_path, [small_src + b"/"], ["-p", "3", "-f", "9"],
+                 rsync_opts=["-aS", "--numeric-ids"] + rules)
+
+
+def test_filter_rules_with_several_srcs(tmp_path, weird_src):
+    other = make_tree(tmp_path / "in" / "other", "flat", n=12)
+    differential(tmp_path, [weird_src + b"/", other], ["-p", "3", "-f", "7"],
+                 rsync_opts=["-a", "--exclude=file00[0-4]", "--exclude=/other/file011",
+                             "--exclude=d01/"])
+
+
+# ------------------------------------------------------------------ --delete
+
+def _extras(dest, under=b""):
+    """Put entries at DEST that SRC (the weird or small tree) does not have."""
+    base = os.path.join(os.fsencode(dest), under)
+    os.makedirs(os.path.join(base, b"many", b"d01"), exist_ok=True)
+    os.makedirs(os.path.join(base, b"zz extra dir", b"sub", b"subsub"))
+    os.makedirs(os.path.join(base, b"deep", b"d01", b"extra dir"))
+    os.makedirs(os.path.join(base, b"read only"), exist_ok=True)
+    for rel in (b"extra top file", b"many/d01/extra.dat", b"many/d01/extra.keep",
+                b"zz extra dir/sub/subsub/f", b"zz extra dir/f", b"deep/d01/extra dir/x",
+                b"read only/extra", b"#extra", b"-extra", b"extra\nnewline \xff"):
+        with open(os.path.join(base, rel), "wb") as f:
+            f.write(b"extra\n")
+    os.symlink(b"nowhere", os.path.join(base, b"extra link"))
+    os.mkfifo(os.path.join(base, b"many", b"extra fifo"))
+    _utime_tree(dest)
+
+
+@pytest.mark.parametrize("opts", [["--delete"], ["--delete-after", "-v"],
+                                  ["--delete", "--exclude=#*", "--exclude=extra*"]],
+                         ids=["delete", "delete-after-v", "delete-exclude"])
+def test_delete_in_the_weird_tree(tmp_path, weird_src, opts):
+    d = differential(tmp_path, [weird_src + b"/"], ["-p", "3", "-f", "7"],
+                     rsync_opts=["-aS", "--numeric-ids"] + opts, prepare_dest=_extras)
+    if "-v" in opts:
+        want = sorted(l for l in text(d.oracle.stdout).splitlines() if l.startswith("deleting"))
+        got = sorted(l for l in text(d.msrsync.stdout).splitlines() if l.startswith("deleting"))
+        assert got == want and got
+
+
+def test_delete_without_trailing_slash_keeps_dest_root_extras(tmp_path, weird_src):
+    def prepare(dest):
+        os.makedirs(dest)
+        _extras(dest, b"src")
+        _extras(dest)
+    differential(tmp_path, [weird_src], ["-p", "3", "-f", "7"],
+                 rsync_opts=["-a", "--delete"], prepare_dest=prepare)
+
+
+def test_delete_with_several_contents_srcs_shares_dest_root(tmp_path):
+    a = make_tree(tmp_path / "in" / "a", "small", seed=21)
+    b = os.fsencode(tmp_path / "in" / "b")
+    os.makedirs(os.path.join(b, b"only in b"))
+    with open(os.path.join(b, b"only in b", b"f"), "wb") as f:
+        f.write(b"b\n")
+    with open(os.path.join(b, b"b top"), "wb") as f:
+        f.write(b"b\n")
+    _utime_tree(b)
+
+    def prepare(dest):
+        os.makedirs(dest)
+        _extras(dest)
+        os.makedirs(os.path.join(dest, b"only in b"))
+        with open(os.path.join(dest, b"only in b", b"extra"), "wb") as f:
+            f.write(b"x")
+        _utime_tree(dest)
+    differential(tmp_path, [a + b"/", b + b"/"], ["-p", "3", "-f", "7"],
+                 rsync_opts=["-a", "--delete"], prepare_dest=prepare)
+
+
+def test_delete_with_missing_src_deletes_nothing_like_rsync(tmp_path, weird_src):
+    differential(tmp_path, [weird_src + b"/", os.fsencode(tmp_path / "missing")],
+                 ["-p", "3", "-f", "7"], rsync_opts=["-a", "--delete"],
+                 prepare_dest=_extras, expect_rc=23)
+
+
+def test_delete_counts_deleted_files_like_rsync(tmp_path, weird_src):
+    json_path = tmp_path / "del.json"
+    d = differential(tmp_path, [weird_src + b"/"], ["-p", "3", "-f", "7", "--json", json_path],
+                     rsync_opts=["-a", "--delete", "--stats"], prepare_dest=_extras)
+    figures = rsync_stats_figures(d.oracle.stdout)
+    summary = json.loads(json_path.read_text())
+    assert summary["rsync_stats"]["files_deleted"] == figures["Number of deleted files"] > 0
+
+
+def test_delete_with_overlapping_srcs_is_refused_or_matches_rsync(tmp_path):
+    a = make_tree(tmp_path / "in" / "a", "flat", n=4, seed=1)
+    b = make_tree(tmp_path / "in" / "b", "flat", n=6, seed=2)
+    dest = tmp_path / "dest"
+    cp = run_msrsync("--rsync", "-a --delete", a + b"/", b + b"/", dest)
+    if cp.returncode == 4:
+        assert len(text(cp.stderr).splitlines()) == 1 and not os.path.exists(dest)
+    else:
+        o = run_rsync(a + b"/", b + b"/", tmp_path / "oracle", opts=["-a", "--delete"])
+        assert cp.returncode == o.returncode, describe(cp)
+        assert_same_tree(tmp_path / "oracle", dest, ignore_root_mtime=True)
+
+
+# ------------------------------------------------------------------ -H
+
+def _hardlink_tree(root):
+    """Link groups inside a directory, across far-apart directories, of three, into a
+    read-only directory, between awkward names."""
+    root = make_tree(root, "small", seed=23)
+    j = lambda *p: os.path.join(root, *p)
+    os.link(j(b"many", b"d00", b"f0000.dat"), j(b"many", b"d00", b"same dir link"))
+    os.link(j(b"many", b"d01", b"f0001.dat"),
+            j(b"deep", b"d01", b"d02", b"d03", b"far link"))
+    os.link(j(b"mode644"), j(b"many", b"d02", b"three 2"))
+    os.link(j(b"mode644"), j(b"empty2", b"three 3 \xff"))
+    ro = j(b"read only")
+    os.chmod(ro, 0o755)
+    os.link(j(b"read only", b"r000"), j(b"-rf"[:0] + b"link to ro \n file"))
+    os.chmod(ro, 0o555)
+    for d in (b"many/d00", b"deep/d01/d02/d03", b"many/d02", b"empty2", b""):
+        os.utime(j(d) if d else root, (10 ** 9 + len(d), 10 ** 9 + len(d)))
+    return root
+
+
+@pytest.mark.parametrize("caps", [["-p", "4", "-f", "1"], ["-p", "2"]], ids=["f1", "default"])
+def test_hard_links_kept_across_buckets(tmp_path, caps):
+    src = _hardlink_tree(os.fsencode(tmp_path / "in" / "src"))
+    d = differential(tmp_path, [src + b"/"], caps, rsync_opts=["-aH"])
+    groups = set(e.get("hardlinks") for e in snapshot(d.msrsync_dest).values())
+    assert len([g for g in groups if g]) == 5
+
+
+def test_hard_links_without_trailing_slash_and_rerun(tmp_path):
+    src = _hardlink_tree(os.fsencode(tmp_path / "in" / "src"))
+    d = differential(tmp_path, [src], ["-p", "3", "-f", "3"], rsync_opts=["-aH"])
+    before = snapshot(d.msrsync_dest)
+    cp = run_msrsync("-p", "3", "-f", "3", "--rsync", "-aH", src, d.msrsync_dest)
+    assert cp.returncode == 0, describe(cp)
+    assert_same_tree(before, d.msrsync_dest)
+
+
+def test_hard_links_with_delete_and_filters(tmp_path):
+    src = _hardlink_tree(os.fsencode(tmp_path / "in" / "src"))
+    differential(tmp_path, [src + b"/"], ["-p", "3", "-f", "3"],
+                 rsync_opts=["-aH", "--delete", "--exclude=far link"], prepare_dest=_extras)
+
+
+# ------------------------------------------------------------------ symlink options
+
+@pytest.mark.parametrize("opts,rc", [
+    (["-aL"], 23),                      # "loop" and "link dangling" have no referent
+    (["-a", "--copy-unsafe-links"], 0),  # "link abs" (/etc/hostname) becomes a file
+    (["-a", "--safe-links"], 0),        # "link abs" is left out
+    (["-ak"], 0),                       # "link to dir" becomes a directory
+    (["-a", "--copy-unsafe-links", "--safe-links"], 0),
+], ids=["L", "copy-unsafe-links", "safe-links", "k", "copy-unsafe-and-safe"])
+def test_symlink_options_on_awkward_links(tmp_path, small_src, opts, rc):
+    differential(tmp_path, [small_src + b"/"], ["-p", "3", "-f", "7"], rsync_opts=opts,
+                 expect_rc=rc)
+
+
+def test_keep_dirlinks_follows_a_dest_symlink_to_a_dir(tmp_path, small_src):
+    def prepare(dest):
+        os.makedirs(os.path.join(dest, b"elsewhere"))
+        os.symlink(b"elsewhere", os.path.join(dest, b"many"))
+        _utime_tree(dest)
+    d = differential(tmp_path, [small_src + b"/"], ["-p", "3", "-f", "7"],
+                     rsync_opts=["-aK"], prepare_dest=prepare, compare=False)
+    # rsync -K leaves the linked directory's mtime at the time of the writes into it
+    _assert_same_but_mtimes(d, [b"elsewhere"])
+
+
+def _assert_same_but_mtimes(d, rels):
+    """DESTs equal, except for the mtimes of rels (made at run time by both tools)."""
+    snaps = [snapshot(d.oracle_dest), snapshot(d.msrsync_dest)]
+    for snap in snaps:
+        for rel in rels + [b"."]:
+            snap[rel].pop("mtime_ns", None)
+    assert_same_tree(snaps[0], snaps[1], label_a="rsync", label_b="msrsync")
+
+
+def test_one_file_system_on_one_file_system(tmp_path, small_src):
+    differential(tmp_path, [small_src + b"/"], ["-p", "3", "-f", "7"], rsync_opts=["-ax"])
+
+
+# ------------------------------------------------------------------ -R and --files-from
+
+@pytest.mark.parametrize("form", [b"/./many", b"/./many/", b"/many/./d01", b"/./\xff\xfe-invalid-utf8"])
+def test_relative_recreates_the_path_after_dot_dir(tmp_path, small_src, form):
+    differential(tmp_path, [small_src + form, small_src + b"/./deep/d01"],
+                 ["-p", "3", "-f", "5"], rsync_opts=["-aR"])
+
+
+def test_relative_with_no_implied_dirs(tmp_path, small_src):
+    d = differential(tmp_path, [small_src + b"/./many/d01"], ["-p", "2", "-f", "5"],
+                     rsync_opts=["-aR", "--no-implied-dirs"], compare=False)
+    # the implied "many" is made with default attributes at run time
+    _assert_same_but_mtimes(d, [b"many"])
+
+
+@pytest.mark.parametrize("from0", [False, True], ids=["lines", "from0"])
+def test_users_files_from_list_with_awkward_names(tmp_path, small_src, from0):
+    """rsync skips '#' and ';' lines of a --files-from list as comments (with -0 too);
+    './#hash' names the file."""
+    names = [b"#hash", b"./;semicolon first", b"-rf", b"many/d01", b"deep/d01/d02/",
+             b"quote'single", b"\xff\xfe-invalid-utf8", b"dir with space", b"link rel",
+             b"read only/r001", b"missing? no: present"[:0] + b"mode600"]
+    if from0:
+        names.append(b"new\nline")
+    sep = b"\0" if from0 else b"\n"
+    listing = tmp_path / "list"
+    listing.write_bytes(sep.join(names) + sep)
+    opts = ["-a", "--files-from=%s" % listing] + (["--from0"] if from0 else [])
+    differential(tmp_path, [small_src + b"/"], ["-p", "3", "-f", "3"], rsync_opts=opts)
