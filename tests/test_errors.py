@@ -399,3 +399,20 @@ def test_worker_killed_by_foreign_signal_exits_41(tmp_path):
                 pass
     assert proc.returncode == 41, (proc.returncode, err)
     assert b"Traceback" not in err
+
+
+@pytest.mark.parametrize("option,code", [("--files-from", 1), ("--exclude-from", 11)])
+def test_unreadable_list_file_exits_like_rsync_and_creates_nothing(tmp_path, option, code):
+    """rsync: a --files-from it cannot open is a usage error (1), an
+    --exclude-from one a file I/O error (11); msrsync says so in one line."""
+    src = tmp_path / "src"
+    os.makedirs(str(src / "a"))
+    missing = str(tmp_path / "no-such-list")
+    opts = "-a %s=%s" % (option, missing)
+    o = run_rsync(os.fsencode(str(src)) + b"/", tmp_path / "oracle", opts=opts.split())
+    m = run_msrsync("--rsync", opts, os.fsencode(str(src)) + b"/", tmp_path / "dest")
+    assert o.returncode == code, describe(o)
+    assert m.returncode == code, describe(m)
+    lines = m.stderr.decode("utf-8", "replace").strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("msrsync: error:"), describe(m)
+    assert not os.path.exists(str(tmp_path / "dest"))
