@@ -139,7 +139,6 @@ def test_bad_rsync_option_exits_1(tmp_path, small_tree, opts):
 REFUSED = [
     # (the --rsync string, the names the message may use for the refused option)
     ("-a --delete-missing-args", ["--delete-missing-args"]),
-    ("-a --ignore-missing-args", ["--ignore-missing-args"]),
     ("-a -m", ["-m", "--prune-empty-dirs"]),
     ("-a --no-dirs", ["--no-dirs"]),
     ("-a --old-dirs", ["--old-dirs"]),
@@ -416,3 +415,20 @@ def test_unreadable_list_file_exits_like_rsync_and_creates_nothing(tmp_path, opt
     lines = m.stderr.decode("utf-8", "replace").strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("msrsync: error:"), describe(m)
     assert not os.path.exists(str(tmp_path / "dest"))
+
+
+@pytest.mark.parametrize("extra", [[], ["present"]], ids=["only-missing", "with-present"])
+def test_ignore_missing_args_skips_missing_srcs_like_rsync(tmp_path, extra):
+    """--ignore-missing-args: a missing SRC is no error (exit 0), the others copy."""
+    (tmp_path / "present" / "sub").mkdir(parents=True)
+    (tmp_path / "present" / "sub" / "f").write_bytes(b"f\n")
+    for p in (tmp_path / "present" / "sub" / "f", tmp_path / "present" / "sub",
+              tmp_path / "present"):
+        os.utime(str(p), (10 ** 9, 10 ** 9))
+    srcs = [str(tmp_path / "missing")] + [str(tmp_path / e) for e in extra]
+    o = run_rsync(*(srcs + [tmp_path / "oracle"]), opts=["-a", "--ignore-missing-args"])
+    m = run_msrsync(*(["--rsync", "-a --ignore-missing-args"] + srcs + [tmp_path / "dest"]))
+    assert o.returncode == 0 and m.returncode == 0, describe(m)
+    assert os.path.exists(str(tmp_path / "oracle")) == os.path.exists(str(tmp_path / "dest"))
+    if extra:
+        assert_same_tree(tmp_path / "oracle", tmp_path / "dest", ignore_root_mtime=True)
