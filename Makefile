@@ -31,11 +31,7 @@ help:
 	@echo "  clean       remove __pycache__, .pytest_cache and bench/results*"
 
 test:
-	@$(PYTHON) -m pytest --version >/dev/null 2>&1 || { \
-	  echo "make test: pytest is not installed for $(PYTHON)." >&2; \
-	  echo "  Debian/Ubuntu: sudo apt-get install python3-pytest; elsewhere: $(PYTHON) -m pip install pytest" >&2; \
-	  echo "  (.ci/run installs it on a fresh Debian box)" >&2; \
-	  exit 1; }
+	@bash .ci/deps >/dev/null || { echo "make test: could not install rsync/pytest (see: bash .ci/deps)" >&2; exit 1; }
 	$(PYTHON) -m pytest -q tests
 
 lint:
