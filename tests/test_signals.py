@@ -23,6 +23,12 @@ def _kill_leftovers(tmp_path):
             pass
 
 
+
+def _assert_no_rsync_left(tmp_path):
+    """Killed process groups go at once; allow the kernel a moment to reap them."""
+    left = wait_for(lambda: not _running_rsyncs(tmp_path), 2) or _running_rsyncs(tmp_path)
+    assert left is True, "rsync processes left running: %r" % (left,)
+
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
                          ids=["SIGINT", "SIGTERM", "SIGHUP"])
@@ -42,9 +48,7 @@ def test_signal_stops_run_with_exit_20_and_no_rsync_left(tmp_path, signum):
         assert proc.returncode == 20, (proc.returncode, text(err))
         assert took < 10, "msrsync took %.1f s to stop" % took
         assert b"Traceback" not in err
-        # killed process groups go at once; allow the kernel a moment to reap them
-        left = wait_for(lambda: not _running_rsyncs(tmp_path), 2) or _running_rsyncs(tmp_path)
-        assert left is True, "rsync processes left running: %r" % (left,)
+        _assert_no_rsync_left(tmp_path)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -88,8 +92,7 @@ def test_second_sigint_kills_at_once(tmp_path):
         out, err = proc.communicate(timeout=15)
         assert proc.returncode == 20
         assert time.monotonic() - sent < 5
-        left = wait_for(lambda: not _running_rsyncs(tmp_path), 2) or _running_rsyncs(tmp_path)
-        assert left is True, "rsync processes left running: %r" % (left,)
+        _assert_no_rsync_left(tmp_path)
     finally:
         if proc.poll() is None:
             proc.kill()
