@@ -710,30 +710,6 @@ def test_from0_applies_only_to_rule_files_named_after_it_like_rsync(tmp_path):
                  ["-a", "--exclude-from=%s" % exc, "-0"])
 
 
-@pytest.mark.parametrize("opts,named", [
-    pytest.param("-aF", "-F", id="-F"),
-    pytest.param("-a -F", "-F", id="-F-alone"),
-    pytest.param("-aC", "-C", id="-C"),
-    pytest.param("-a --cvs-exclude", "cvs-exclude", id="--cvs-exclude"),
-    pytest.param("-a --filter=': .rsync-filter'", ".rsync-filter", id="dir-merge-short"),
-    pytest.param("-a --filter='dir-merge .filt'", "dir-merge", id="dir-merge"),
-    pytest.param("-a --filter='merge /tmp/rules'", "merge", id="merge"),
-    pytest.param("-a --filter='. /tmp/rules'", "/tmp/rules", id="merge-short"),
-])
-def test_unsupported_filter_forms_refused_with_exit_4_naming_them(tmp_path, opts, named):
-    src = filter_tree(tmp_path / "src")
-    dest = tmp_path / "dest"
-    cp = run_msrsync("--rsync", opts, src + b"/", dest)
-    assert cp.returncode == 4, describe(cp)
-    lines = text(cp.stderr).strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("msrsync: error:"), describe(cp)
-    if named == "-C":
-        assert "-C" in lines[0] or "cvs-exclude" in lines[0], describe(cp)
-    else:
-        assert named in lines[0], describe(cp)
-    assert not dest.exists()
-
-
 # ------------------------------------------------------------------ pass-through options
 
 def sized_tree(root):

@@ -120,13 +120,15 @@ def error_code(text):
                                   "-a --chmod=Fo-r", "-a --inplace -c", "-a --mkpath",
                                   "-a --delete", "-aH", "-a --exclude x", "-a -f '- x'",
                                   "-a --del --max-delete=3", "-aL", "-a -x", "-aR", "-ak",
-                                  "-aK", "-a --safe-links", "-a --copy-unsafe-links"])
+                                  "-aK", "-a --safe-links", "-a --copy-unsafe-links",
+                                  "-a -F", "-aF", "-a -FF", "-a -C", "-a --cvs-exclude",
+                                  "-a -f ': .rules'", "-a --filter='dir-merge,n- .excl'"])
 def test_rsync_options_accepted(text):
     options(text)  # no MsrsyncError
 
 
-@pytest.mark.parametrize("text", ["-a -F", "-aF", "-a -C", "-a -m", "-a --list-only",
-                                  "-a --no-relative", "-a --delete-missing-args"])
+@pytest.mark.parametrize("text", ["-a -m", "-a --list-only", "-a --no-relative",
+                                  "-a --delete-missing-args"])
 def test_rsync_options_refused_with_code_4(text):
     assert error_code(text) == 4
 

@@ -1,0 +1,617 @@
+"""Per-directory and merged filter rules: -F, -FF, -C, dir-merge (":"), merge (".").
+
+The oracle is plain rsync, as everywhere (helpers.differential): ``msrsync -p N -f F
+--rsync "OPTS" SRC/ DEST`` must leave DEST exactly as ``rsync OPTS SRC/ DEST`` (every
+entry, content, mode, mtime -- directories included) and exit with the same status.
+The trees nest 3-5 levels deep with rule files at several levels, so that a bucket
+boundary falls between a rule file and the entries it governs; tiny buckets (-f 1,
+-f 7, -s 1K) with 1, 2 and 8 workers rotate over the scenarios.
+
+What rsync does here, in short (checked against rsync 3.5.0):
+  * a dir-merge file's rules apply in its directory and below, before the rules of
+    its parents (the deeper file wins), at the position of the dir-merge rule among
+    the global rules; "!" in a file clears the inherited per-directory rules only;
+  * anchored rules ("- /build") are anchored at the rule file's directory, while a
+    pattern with a slash ("- a/q") matches the tail of the whole path, parts above
+    the rule file's directory included;
+  * a dir-merge name starting with "/" (-F's "/.rsync-filter") also reads that file
+    in every directory above the transfer root, from "/" down; a plain name does not;
+  * -C adds ":C" (.cvsignore: word-split, exclude-only, not inherited) and "-C" (the
+    default list + ~/.cvsignore + $CVSIGNORE) after all other rules, wherever -C is;
+    its default rules are perishable: they do not save entries of a directory that
+    --delete removes;
+  * with --delete the receiver reads the rule files found in DEST (delete-during: the
+    old copy, before the directory is updated; delete-after: the new one), also those
+    of extraneous DEST directories it deletes.
+"""
+
+import os
+import shutil
+
+import pytest
+
+from helpers import (assert_same_tree, describe, differential, run_msrsync, run_rsync,
+                     snapshot, stderr_lines, text)
+from test_rsync_semantics import (RECENT_NS, SETTINGS, T0, age, build, contents, dests,
+                                  on_both_dests, p, write)
+
+
+def setting(name):
+    return SETTINGS[name]
+
+
+def sized(names):
+    """{rel: content}, contents of a few bytes to about 1.5K (-s 1K cuts many buckets)."""
+    spec = {}
+    for i, rel in enumerate(names):
+        line = ("%s\n" % rel).encode()
+        spec[rel] = line * (1 + (i * 7 + len(rel) * 13) % 60)
+    return spec
+
+
+def names_of(root):
+    return set(snapshot(root))
+
+
+def copy_plain(src, work):
+    """Both destinations made by plain ``rsync -a SRC/ DEST`` (every rule file and
+    every excluded entry included), as a DEST left by an earlier, unfiltered copy."""
+    for dest in dests(work):
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        cp = run_rsync(os.fsencode(src) + b"/", dest, opts=["-a"])
+        assert cp.returncode == 0, describe(cp)
+
+
+def env_prefix(**env):
+    """``env NAME=VALUE...`` run before rsync and msrsync alike (HOME for ~/.cvsignore)."""
+    return ["env"] + ["%s=%s" % (k, v) for k, v in sorted(env.items())]
+
+
+def mask_run_time_dir_mtimes(a, b):
+    """Drop the mtime of directories both tools left at the time of the run (an
+    extraneous DEST directory whose contents were partly deleted keeps the time of the
+    deletion); a directory with an old mtime on one side only still differs."""
+    for rel in set(a) & set(b):
+        ea, eb = a[rel], b[rel]
+        if ea["type"] == eb["type"] == "dir" and \
+                ea.get("mtime_ns", 0) > RECENT_NS and eb.get("mtime_ns", 0) > RECENT_NS:
+            ea.pop("mtime_ns")
+            eb.pop("mtime_ns")
+    return a, b
+
+
+# --------------------------------------------------------------------------- -F trees
+
+F_FILES = [
+    "top.txt", "top.tmp", "e.hid", "r", "notes/r",
+    "a/f1", "a/f2.tmp", "a/q", "a/r", "a/build/o1", "a/build/sub/o2", "a/x/build/o3",
+    "a/x/y/yy", "a/x/f", "a/x/b/q2",
+    "a/b/keep.tmp", "a/b/other.tmp", "a/b/f", "a/b/q2", "a/b/v.hid", "a/b/r",
+    "a/b/c/z.tmp", "a/b/c/cache/k", "a/b/c/only-here", "a/b/c/n.hid",
+    "a/b/c/d/only-here", "a/b/c/d/w.tmp", "a/b/c/d/x.hid", "a/b/c/d/e/e1", "a/b/c/d/e/e2",
+    "b/build/o", "b/f.tmp", "b/cache/c", "b/sub/cache", "b/u.hid", "b/sub/deeper/g",
+    "b/sub/deeper/keep.tmp",
+    "deep/p/q/r.log", "deep/p/r.log", "deep/r.log", "deep/p/q/keep",
+    "x/y/z", "x/z",
+]
+
+F_RULES = {
+    # unanchored, a pattern with a slash, directory-only, "**", hide, anchored at the
+    # root, comments and blank lines
+    ".rsync-filter": "# top rules\n- *.tmp\n- x/y\n- cache/\n- deep/**/*.log\n"
+                     "H *.hid\n\n- /r\n",
+    # anchored at a/ only; slash patterns matching the tail of the whole path
+    "a/.rsync-filter": "- /build\n- b/q2\n- a/q\n",
+    # deeper rules win over the inherited "- *.tmp" and "H *.hid"
+    "a/b/.rsync-filter": "+ keep.tmp\nS *.hid\n; a comment\n",
+    # "!" drops every inherited per-directory rule, for c/ and below
+    "a/b/c/.rsync-filter": "!\n- /only-here\n",
+    "a/b/c/d/e/.rsync-filter": "- e1\n",
+}
+
+
+def f_tree(root):
+    spec = sized(F_FILES)
+    spec.update(F_RULES)
+    return age(build(root, spec))
+
+
+def assert_f_rules_applied(names, prefix=b""):
+    """What rsync -F keeps and drops in f_tree (so a tree that stops exercising the
+    rules is noticed), below prefix (b"src/" when SRC had no trailing slash)."""
+    kept = [b"a/x/build/o3", b"b/build/o", b"a/b/keep.tmp", b"a/b/v.hid", b"a/b/c/z.tmp",
+            b"a/b/c/cache/k", b"a/b/c/n.hid", b"a/b/c/d/only-here", b"a/b/c/d/w.tmp",
+            b"b/sub/cache", b"deep/r.log", b"x/z", b"a/r", b"notes/r", b"a/b/r",
+            b"a/b/c/d/e/e2"]
+    dropped = [b"top.tmp", b"e.hid", b"r", b"a/q", b"a/build", b"a/x/y", b"a/b/other.tmp",
+               b"a/b/q2", b"a/b/c/only-here", b"b/f.tmp", b"b/cache", b"b/u.hid",
+               b"b/sub/deeper/keep.tmp", b"deep/p/r.log", b"deep/p/q/r.log", b"x/y",
+               b"a/b/c/d/e/e1", b"a/x/b/q2"]
+    assert {prefix + n for n in kept} <= names, sorted({prefix + n for n in kept} - names)
+    assert not {prefix + n for n in dropped} & names, \
+        sorted({prefix + n for n in dropped} & names)
+
+
+# --------------------------------------------------------------------------- 1. -F
+
+@pytest.mark.parametrize("msr,trailing", [
+    pytest.param(setting("p1-f1"), True, id="p1-f1"),
+    pytest.param(setting("p2-f7"), True, id="p2-f7"),
+    pytest.param(setting("p8-s1K"), True, id="p8-s1K"),
+    pytest.param(setting("p2-f1"), False, id="p2-f1-SRC-without-slash"),
+    pytest.param(setting("p8-f1"), False, id="p8-f1-SRC-without-slash"),
+])
+def test_F_rule_files_at_every_level_select_like_rsync(tmp_path, msr, trailing):
+    """Unanchored, anchored, slash, "**", directory-only, hide/show rules in
+    .rsync-filter files at five levels; a deeper include beats an inherited exclude;
+    "!" clears what was inherited."""
+    src = f_tree(tmp_path / "src")
+    srcs = contents(src) if trailing else [src]
+    result = differential(tmp_path / "w", srcs, msr, ["-a", "-F"])
+    prefix = b"" if trailing else b"src/"
+    names = names_of(result.msrsync_dest)
+    assert_f_rules_applied(names, prefix)
+    assert prefix + b"a/b/c/.rsync-filter" in names
+
+
+@pytest.mark.parametrize("msr,trailing", [
+    pytest.param(setting("p2-f1"), True, id="p2-f1"),
+    pytest.param(setting("p8-f1"), False, id="p8-f1-SRC-without-slash"),
+])
+def test_F_reads_rsync_filter_files_above_src_like_rsync(tmp_path, msr, trailing):
+    """-F is "dir-merge /.rsync-filter": the leading "/" makes rsync read the file in
+    every directory from "/" down to the transfer root too; an anchored rule there is
+    anchored at that directory ("- /src/x" drops SRC's x)."""
+    src = f_tree(tmp_path / "src")
+    build(src, sized(["top.par", "a/b/deep.par", "a/b/c/d/e/e.par", "x/kept"]))
+    age(src)
+    write(tmp_path, ".rsync-filter", "- *.par\n- /src/x\n")
+    srcs = contents(src) if trailing else [src]
+    result = differential(tmp_path / "w", srcs, msr, ["-a", "-F"])
+    names = names_of(result.msrsync_dest)
+    prefix = b"" if trailing else b"src/"
+    assert not {prefix + b"top.par", prefix + b"a/b/deep.par", prefix + b"x"} & names
+    assert prefix + b"a/f1" in names
+
+
+# --------------------------------------------------------------------------- 2. -FF
+
+@pytest.mark.parametrize("opts,msr", [
+    pytest.param(["-a", "-FF"], setting("p2-f1"), id="FF-p2-f1"),
+    pytest.param(["-a", "-F", "-F"], setting("p8-s1K"), id="F-F-p8-s1K"),
+    pytest.param(["-aFF"], setting("p1-f1"), id="aFF-p1-f1"),
+])
+def test_FF_applies_the_rule_files_but_leaves_them_behind(tmp_path, opts, msr):
+    src = f_tree(tmp_path / "src")
+    result = differential(tmp_path / "w", contents(src), msr, opts)
+    names = names_of(result.msrsync_dest)
+    assert not [n for n in names if n.endswith(b".rsync-filter")], sorted(names)
+    assert_f_rules_applied(names)
+
+
+# ------------------------------------------------ 3. per-directory rules vs global rules
+
+GLOBAL_TREE = {
+    ".rsync-filter": "- *.tmp\n",
+    "sub/.rsync-filter": "+ keep.o\n+ cache/\n",
+    "sub/deep/deeper/.rsync-filter": "!\n",
+}
+GLOBAL_FILES = [
+    "x.o", "keep.o", "top.c", "z.tmp", "n.gx", "cache/c1", "cache/sub/c2",
+    "sub/keep.o", "sub/y.o", "sub/z.tmp", "sub/cache/c3", "sub/cache/inner/c4",
+    "sub/deep/keep.o", "sub/deep/w.o", "sub/deep/cache/c5", "sub/deep/f.c",
+    "sub/deep/deeper/keep.o", "sub/deep/deeper/n.gx", "sub/deep/deeper/cache/c7",
+    "sub/deep/deeper/z.tmp",
+    "other/keep.o", "other/cache/c6", "other/o.c",
+]
+
+
+@pytest.mark.parametrize("opts,msr", [
+    pytest.param(["-a", "-F", "--exclude=*.o", "--exclude=cache/", "--exclude=*.gx"],
+                 setting("p2-f1"), id="F-first-per-dir-wins-p2-f1"),
+    pytest.param(["-a", "--exclude=*.o", "--exclude=cache/", "-F"],
+                 setting("p8-s1K"), id="F-last-global-wins-p8-s1K"),
+    pytest.param(["-a", "--include=z.tmp", "-F", "--exclude=*.o"],
+                 setting("p8-f1"), id="global-include-before-F-p8-f1"),
+])
+def test_per_dir_rules_take_the_place_of_the_dir_merge_rule_among_global_ones(
+        tmp_path, opts, msr):
+    """"-F --exclude=*.o": "+ keep.o" in sub/.rsync-filter comes first and keeps
+    sub/keep.o (and sub/deep/keep.o, inherited), and "+ cache/" re-includes sub's
+    cache directories; "--exclude=*.o -F": the global rule wins; "!" in a deep file
+    clears per-directory rules only, never the global ones."""
+    src = os.fsencode(tmp_path / "src")
+    build(src, sized(GLOBAL_FILES))
+    build(src, GLOBAL_TREE)
+    age(src)
+    result = differential(tmp_path / "w", contents(src), msr, opts)
+    names = names_of(result.msrsync_dest)
+    if opts[1] == "-F":
+        assert {b"sub/keep.o", b"sub/deep/keep.o", b"sub/cache/inner/c4",
+                b"sub/deep/cache/c5"} <= names
+        assert not {b"keep.o", b"other/keep.o", b"cache", b"other/cache",
+                    b"sub/deep/deeper/keep.o", b"sub/deep/deeper/cache",
+                    b"sub/deep/deeper/n.gx", b"sub/y.o"} & names
+        assert b"sub/deep/deeper/z.tmp" in names
+    elif opts[1] == "--include=z.tmp":
+        assert {b"z.tmp", b"sub/z.tmp", b"sub/keep.o"} <= names
+        assert not {b"sub/y.o", b"x.o"} & names
+    else:
+        assert not {b"sub/keep.o", b"sub/cache"} & names
+
+
+# --------------------------------------------------------------- 4. dir-merge and merge
+
+# the same leaf names in every directory, rule files of several kinds at several levels
+MERGE_LEAVES = ["x.1", "y.2", "+ z", "#c", "r1", "a.bak", "keep.bak", "p.par", "y", "z",
+                "w1", "w2", "keep.dat", "o.dat"]
+MERGE_DIRS = ["", "a/", "a/b/", "a/b/c/", "n/", "n/m/"]
+MERGE_RULES = {
+    # ordinary rule files (": .rules", ":e", ":n", "dir-merge /.rules", merge files)
+    ".rules": "- *.bak\n- /r1\n",
+    "a/.rules": "+ keep.bak\n- y\n",
+    "a/b/c/.rules": "!\n- z\n",
+    # exclude-only lists, one pattern per line ("+ z" is a pattern, "#c" a comment)
+    ".excl": "x.1\n+ z\n#c\n; semicolon comment\n",
+    "a/.excl": "y.2\n",
+    "a/b/c/.excl": "w1  w2\n",
+    # exclude-only word lists ("#c" is a word, not a comment)
+    ".words": "x.1 #c\n",
+    "a/b/.words": "w1 w2\ty\n",
+    # include-only
+    ".inc": "keep.dat\n",
+    "a/b/.inc": "o.dat\n",
+}
+
+
+def merge_tree(tmp_path):
+    src = os.fsencode(tmp_path / "src")
+    build(src, sized([d + leaf for d in MERGE_DIRS for leaf in MERGE_LEAVES]))
+    build(src, MERGE_RULES)
+    age(src)
+    # files above SRC that only a "/"-name dir-merge reads
+    write(tmp_path, ".rules", "- *.par\n")
+    write(tmp_path, ".excl", "o.dat\n")
+    # global rule files for merge / "."
+    write(tmp_path, "global.rules", "# global\n- *.par\n+ /a/b/keep.dat\n- /a/b/*.dat\n"
+                                    "- a/b/c/y.2\n")
+    write(tmp_path, "global.list", "*.1\nw?\n")
+    return src
+
+
+MERGE_CASES = [
+    # (id, rsync options, msrsync setting, SRC with trailing slash)
+    ("plain-name-no-parent-scan", ["--filter=: .rules"], "p2-f1", True),
+    ("dir-merge-word-form", ["--filter=dir-merge .rules"], "p8-s1K", True),
+    ("slash-name-scans-parents", ["--filter=dir-merge /.rules"], "p2-f7", True),
+    ("exclude-self", ["--filter=:e .rules"], "p8-f1", True),
+    ("no-inherit", ["--filter=:n .rules"], "p1-f1", True),
+    ("no-inherit-exclude-only", ["--filter=dir-merge,n- .excl"], "p2-f1", True),
+    ("exclude-only-words", ["--filter=dir-merge,-w .words"], "p8-s1K", True),
+    ("exclude-only-inherited-scans-parents", ["--filter=:- /.excl"], "p2-f7", True),
+    ("include-only-before-global-exclude", ["--filter=:+ .inc", "--exclude=*.dat"],
+     "p8-f1", True),
+    ("two-dir-merges-in-order", ["--filter=:e- .excl", "--filter=: .rules",
+                                 "--filter=:-w .words"], "p2-f1", True),
+    ("merge-file-then-dir-merge", ["--filter=merge {rules_file}", "--filter=: .rules"],
+     "p2-f7", True),
+    ("dot-merge-SRC-without-slash", ["--filter=. {rules_file}"], "p8-s1K", False),
+    ("merge-exclude-only-list", ["--filter=merge,- {list_file}", "--filter=: .rules"],
+     "p1-f1", True),
+    ("dir-merge-SRC-without-slash", ["--filter=:e .rules", "--filter=dir-merge,n- .excl"],
+     "p8-f1", False),
+]
+
+
+@pytest.mark.parametrize("rules,msr,trailing", [
+    pytest.param(r, setting(s), t, id="%s-%s" % (i, s)) for i, r, s, t in MERGE_CASES])
+def test_dir_merge_and_merge_rules_select_like_rsync(tmp_path, rules, msr, trailing):
+    src = merge_tree(tmp_path)
+    rules = [r.format(rules_file=os.fsdecode(p(tmp_path, "global.rules")),
+                      list_file=os.fsdecode(p(tmp_path, "global.list"))) for r in rules]
+    srcs = contents(src) if trailing else [src]
+    result = differential(tmp_path / "w", srcs, msr, ["-a"] + rules)
+    rsync_names = names_of(result.oracle_dest)
+    plain = names_of(run_plain_copy(tmp_path, srcs))
+    assert rsync_names != plain, "the rules select nothing in this tree: %r" % rules
+
+
+def run_plain_copy(tmp_path, srcs):
+    dest = os.path.join(os.fsencode(tmp_path), b"plain")
+    cp = run_rsync(*(list(srcs) + [dest]), opts=["-a"])
+    assert cp.returncode == 0, describe(cp)
+    return dest
+
+
+def test_dir_merge_details_rsync_shows_in_the_merge_tree(tmp_path):
+    """The facts the merge cases rely on, asserted on rsync alone (no msrsync): a plain
+    name reads no file above SRC, a "/" name does; "-" lists take "+ z" as a pattern
+    and "#c" as a comment, "-w" lists take "#c" as a word; ":n" is not inherited."""
+    src = merge_tree(tmp_path)
+
+    def copy(*rules):
+        dest = os.path.join(os.fsencode(tmp_path), b"d%d" % copy.n)
+        copy.n += 1
+        cp = run_rsync(src + b"/", dest, opts=["-a"] + list(rules))
+        assert cp.returncode == 0, describe(cp)
+        return names_of(dest)
+    copy.n = 0
+
+    names = copy("--filter=: .rules")
+    assert b"p.par" in names and b"a.bak" not in names and b"a/keep.bak" in names
+    assert b"n/m/a.bak" not in names and b"a/b/c/a.bak" in names and b"a/r1" in names
+    assert b"p.par" not in copy("--filter=dir-merge /.rules")
+    names = copy("--filter=dir-merge,n- .excl")
+    assert b"+ z" not in names and b"#c" in names and b"a/x.1" in names
+    assert b"a/y.2" not in names and b"a/b/y.2" in names and b"a/b/c/w1" in names
+    names = copy("--filter=dir-merge,-w .words")
+    assert b"#c" not in names and b"+ z" in names and b"n/m/x.1" not in names
+    assert b"a/b/c/w2" not in names and b"a/w2" in names
+
+
+# ------------------------------------------------------------------------------ 5. -C
+
+CVS_FILES = [
+    "keep.c", "x.o", "core", "foo~", "#hash", ".#lock", ",comma", "_$x", "x$", "old.old",
+    "a.bak", "b.orig", "tags", "lib.a", "lib.so", ".del-x", "cvslog.1", "h.mine",
+    "env.tmp", "envx.y", "junk", "CVS/Entries", "RCS/f,v", ".git/config", ".git/objects/o",
+    "sub/.git", "sub/.cvsignore-not", "sub/y.log", "sub/z.dat", "sub/x.o", "sub/keep.c",
+    "sub/core", "sub/.svn/entries", "sub/h.mine",
+    "sub/deep/y.log", "sub/deep/z.dat", "sub/deep/w.o", "sub/deep/deeper/q.dat",
+    "other/keep.c", "other/y.log", "other/z.dat", "other/w.o", "other/q.dat",
+    "other/m.mine", "other/w.tmp",
+]
+CVS_RULES = {
+    "sub/.cvsignore": "y.log   *.dat\n",
+    "sub/deep/deeper/.cvsignore": "\n",
+    # "!" clears the words before it in this file only (not the default list)
+    "other/.cvsignore": "*.c y.log ! z.dat\n",
+    # read by -F only; plain data for -C alone
+    ".rsync-filter": "+ core\n- /keep.c\n",
+}
+
+
+def cvs_tree(tmp_path):
+    src = os.fsencode(tmp_path / "src")
+    build(src, sized(CVS_FILES))
+    build(src, CVS_RULES)
+    age(src)
+    write(tmp_path, ".cvsignore", "junk\n")     # above SRC: ":C" does not scan parents
+    build(tmp_path / "home", {".cvsignore": "*.mine\n"})
+    return src
+
+
+def cvs_env(tmp_path):
+    return env_prefix(HOME=os.fsdecode(p(tmp_path, "home")),
+                      CVSIGNORE="*.tmp envx.?")
+
+
+@pytest.mark.parametrize("opts,msr", [
+    pytest.param(["-a", "-C"], setting("p2-f1"), id="C-p2-f1"),
+    pytest.param(["-a", "--include=*.o", "-C"], setting("p8-s1K"),
+                 id="include-before-C-p8-s1K"),
+    pytest.param(["-a", "--cvs-exclude", "--include=*.o"], setting("p1-f1"),
+                 id="cvs-exclude-before-include-still-last-p1-f1"),
+    pytest.param(["-aFC"], setting("p2-f7"), id="aFC-p2-f7"),
+    pytest.param(["-a", "--filter=:C", "--include=*.o", "--filter=-C"], setting("p8-f1"),
+                 id="explicit-colon-C-and-minus-C-p8-f1"),
+])
+def test_cvs_exclude_selects_like_rsync(tmp_path, opts, msr):
+    """The default CVS list (x.o, core, foo~, .git/ but not a file named .git, CVS/...),
+    ~/.cvsignore, $CVSIGNORE, .cvsignore files (not inherited, "!" inside), all after
+    the user's own rules wherever -C stands."""
+    src = cvs_tree(tmp_path)
+    result = differential(tmp_path / "w", contents(src), msr, opts,
+                          prefix=cvs_env(tmp_path))
+    names = names_of(result.msrsync_dest)
+    assert {b"junk", b"sub/.git", b"sub/deep/y.log", b"other/y.log", b"other/keep.c",
+            b"sub/deep/deeper/q.dat"} <= names
+    assert not {b"foo~", b"CVS", b".git", b"sub/.svn", b"h.mine", b"env.tmp", b"envx.y",
+                b"sub/y.log", b"sub/z.dat", b"other/z.dat", b"other/m.mine",
+                b"other/w.tmp"} & names
+    if "--include=*.o" in opts:
+        assert {b"x.o", b"sub/x.o", b"other/w.o", b"sub/deep/w.o"} <= names
+    else:
+        assert not {b"x.o", b"sub/x.o", b"other/w.o", b"sub/deep/w.o"} & names
+    if "-aFC" in opts:
+        assert b"core" in names and b"keep.c" not in names and b"sub/core" in names
+
+
+@pytest.mark.parametrize("opts,msr", [
+    pytest.param(["-a", "-C", "--delete"], setting("p2-f1"), id="delete-p2-f1"),
+    pytest.param(["-a", "-C", "--delete-after", "--filter=P *.keep"], setting("p8-s1K"),
+                 id="delete-after-protect-p8-s1K"),
+])
+def test_cvs_exclude_with_delete_its_perishable_defaults_save_nothing_in_deleted_dirs(
+        tmp_path, opts, msr):
+    """In a DEST directory that stays, x.o and .cvsignore'd names are protected; in an
+    extraneous DEST directory being deleted the (perishable) -C default rules save
+    nothing (xd/x.o, xd3/CVS go), unlike an ordinary exclude or a P rule."""
+    src = cvs_tree(tmp_path)
+    work = tmp_path / "w"
+    copy_plain(src, work)
+    on_both_dests(work, {"xd/x.o": "o\n", "xd2/plain": "p\n", "xd3/CVS/Entries": "e\n",
+                         "xd4/k.keep": "k\n", "sub/extra.o": "o\n", "sub/z.log": "z\n",
+                         "sub/new.dat": "d\n", "other/n.mine": "m\n"}, T0 + 50)
+    shutil.rmtree(p(src, "sub/deep/deeper"))
+    os.unlink(p(src, "keep.c"))
+    age(src, T0 + 100)
+    result = differential(work, contents(src), msr, opts, prefix=cvs_env(tmp_path))
+    names = names_of(result.msrsync_dest)
+    assert {b"sub/extra.o", b"sub/new.dat", b"x.o", b"other/n.mine"} <= names
+    assert not {b"xd", b"xd2", b"xd3", b"sub/z.log", b"keep.c", b"sub/deep/deeper"} & names
+    assert (b"xd4/k.keep" in names) == ("--filter=P *.keep" in opts)
+
+
+# ------------------------------------------------------------------ 6. deletion and -F
+
+DEL_FILES = ["top", "f.tmp", "gone.txt", "a/f", "a/g.tmp", "a/b/f", "a/b/keep.tmp",
+             "a/b/c/f", "a/b/c/s.log", "a/b/c/g", "a/gone/g1", "a/gone/sub/g2",
+             "x/y/f", "x/f"]
+DEL_RULES = {
+    ".rsync-filter": "- *.tmp\nP *.keep\n- *.log\n",
+    "a/b/.rsync-filter": "+ keep.tmp\n",
+    "a/b/c/.rsync-filter": "- /f\n",
+    # for ":s .side" and ":r .side" (a side-specific merge file may hold no P/H/S rule)
+    ".side": "- *.tmp\n",
+    "a/b/.side": "+ keep.tmp\n- /f\n",
+}
+DEL_EXTRANEOUS = {
+    "xd1/file.keep": "protected: xd1 stays\n",
+    "xd2/sub/plain": "nothing protected: xd2 goes\n",
+    "a/xd3/n.tmp": "excluded: protected unless --delete-excluded\n",
+    "a/b/c/extra": "deleted\n",
+    "a/b/extra.tmp": "excluded in a/b\n",
+    "a/b/c/e.log": "excluded\n",
+    "x/y/top.keep": "protected\n",
+    "zz.keep": "protected\n",
+    "zz": "deleted\n",
+}
+
+
+@pytest.mark.parametrize("opts,msr", [
+    pytest.param(["-a", "-F", "--delete"], setting("p2-f1"), id="F-delete-p2-f1"),
+    pytest.param(["-a", "-F", "--delete-after"], setting("p8-s1K"),
+                 id="F-delete-after-new-rules-p8-s1K"),
+    pytest.param(["-a", "-F", "--delete", "--delete-excluded"], setting("p8-f1"),
+                 id="F-delete-excluded-p8-f1"),
+    pytest.param(["-a", "-FF", "--delete"], setting("p1-f1"), id="FF-delete-p1-f1"),
+    pytest.param(["-a", "-FF", "--delete-excluded"], setting("p2-f7"),
+                 id="FF-delete-excluded-p2-f7"),
+    pytest.param(["-a", "--filter=:s .side", "--delete"], setting("p2-f1"),
+                 id="sender-only-dir-merge-p2-f1"),
+    pytest.param(["-a", "--filter=:r .side", "--delete"], setting("p8-s1K"),
+                 id="receiver-only-dir-merge-p8-s1K"),
+])
+def test_delete_with_per_dir_rules_matches_rsync(tmp_path, opts, msr):
+    """DEST copied unfiltered, extraneous entries added, SRC changed: excluded names
+    are protected (unless --delete-excluded), "P *.keep" keeps an extraneous directory
+    holding only a .keep file, an extraneous directory without one goes. The rule
+    files are the same in SRC and DEST, except for --delete-after, where rsync's
+    receiver reads the freshly copied ones."""
+    src = age(build(tmp_path / "src", dict(sized(DEL_FILES), **DEL_RULES)))
+    work = tmp_path / "w"
+    copy_plain(src, work)
+    on_both_dests(work, DEL_EXTRANEOUS, T0 + 50)
+    os.unlink(p(src, "gone.txt"))
+    shutil.rmtree(p(src, "a/gone"))
+    write(src, "a/f", "changed\n")
+    build(src, {"a/b/new.tmp": "n\n", "a/new": "n\n"})
+    if "--delete-after" in opts:
+        write(src, "a/b/c/.rsync-filter", "- /f\nP extra\n")
+    age(src, T0 + 100)
+    result = differential(work, contents(src), msr, opts)
+    names = names_of(result.msrsync_dest)
+    assert not {b"xd2", b"zz", b"gone.txt", b"a/gone"} & names
+    if "-F" in opts or "-FF" in opts:
+        assert {b"xd1/file.keep", b"x/y/top.keep", b"zz.keep"} <= names
+    if "--delete-excluded" in opts:
+        assert not {b"a/xd3", b"a/b/c/f", b"a/b/c/e.log", b"a/b/extra.tmp"} & names
+    elif "--filter=:s .side" in opts:
+        assert not {b"a/b/f", b"f.tmp", b"a/b/extra.tmp"} & names
+    else:
+        assert {b"a/xd3/n.tmp", b"a/b/c/f", b"a/b/extra.tmp"} <= names
+    assert (b"a/b/c/extra" in names) == ("--delete-after" in opts)
+
+
+def test_F_delete_reads_the_rules_of_an_extraneous_dest_directory(tmp_path):
+    """rsync's receiver, deleting an extraneous DEST directory, reads the .rsync-filter
+    inside it: what it excludes survives (there and below), the rest goes -- the rule
+    file itself too. (The directory whose contents were partly deleted keeps the time
+    of the run, on both sides: that mtime is not compared.)"""
+    src = age(build(tmp_path / "src", dict(sized(DEL_FILES), **DEL_RULES)))
+    work = tmp_path / "w"
+    copy_plain(src, work)
+    on_both_dests(work, {"xd5/.rsync-filter": "- keepme\n", "xd5/keepme": "k\n",
+                         "xd5/inner/keepme": "k\n", "xd5/other": "o\n",
+                         "xd5/inner/other": "o\n"}, T0 + 50)
+    result = differential(work, contents(src), setting("p2-f1"), ["-a", "-F", "--delete"],
+                          compare=False)
+    a, b = mask_run_time_dir_mtimes(snapshot(result.oracle_dest),
+                                    snapshot(result.msrsync_dest))
+    assert_same_tree(a, b, label_a="rsync", label_b="msrsync")
+    names = set(b)
+    assert {b"xd5/keepme", b"xd5/inner/keepme"} <= names
+    assert not {b"xd5/other", b"xd5/inner/other", b"xd5/.rsync-filter"} & names
+
+
+# ------------------------------------------------------------------ 7. incremental runs
+
+@pytest.mark.parametrize("opts,msr", [
+    pytest.param(["-a", "-F"], setting("p2-f7"), id="F-p2-f7"),
+    pytest.param(["-a", "-F", "--delete-after"], setting("p8-f1"), id="F-delete-after-p8-f1"),
+    pytest.param(["-a", "-FF", "--delete"], setting("p1-f1"), id="FF-delete-p1-f1"),
+])
+def test_rerun_after_changes_and_an_edited_rule_file_matches_rsync(tmp_path, opts, msr):
+    """Second run after files were modified, deleted and added and a nested
+    .rsync-filter was edited (a/b/keep.tmp newly excluded, a/b/other.tmp newly
+    included): the same DEST as rsync's second run. Without deletion the newly
+    excluded file stays; with --delete-after the new rule file protects it; with
+    -FF --delete DEST has no rule file, so it is deleted."""
+    src = f_tree(tmp_path / "src")
+    work = tmp_path / "w"
+    differential(work, contents(src), msr, opts)
+    on_both_dests(work, {"a/b/xtra": "x\n", "xtra_dir/f": "f\n", "a/b/c/xtra.tmp": "t\n"},
+                  T0 + 50)
+    write(src, "a/f1", "modified, longer than before\n" * 3)
+    write(src, "x/z", "same size?\n")
+    os.unlink(p(src, "a/b/f"))
+    shutil.rmtree(p(src, "b/build"))
+    build(src, {"a/b/new.tmp": "excluded\n", "a/b/c/new.tmp": "kept (!)\n",
+                "a/new.txt": "new\n", "n/deep/er/f": "new dir\n", "a/build/o3": "excl\n"})
+    write(src, "a/b/.rsync-filter", "- /keep.tmp\n+ other.tmp\nS *.hid\n")
+    age(src, T0 + 1000)
+    result = differential(work, contents(src), msr, opts)
+    names = names_of(result.msrsync_dest)
+    assert {b"a/b/other.tmp", b"a/b/c/new.tmp", b"n/deep/er/f"} <= names
+    assert not {b"a/b/new.tmp", b"a/build"} & names
+    if "-FF" in opts:
+        assert not {b"a/b/keep.tmp", b"a/b/f", b"xtra_dir"} & names
+    else:
+        assert b"a/b/keep.tmp" in names
+
+
+# ------------------------------------------------------------- 8. the oracle can fail
+
+@pytest.mark.parametrize("rsync_opts", [pytest.param(["-a", "-F"], id="F"),
+                                        pytest.param(["-a", "-C"], id="C")])
+def test_these_trees_tell_a_filtered_copy_from_an_unfiltered_one(tmp_path, rsync_opts):
+    """msrsync without -F (-C) leaves a different DEST than rsync with it: the
+    comparison of these trees can fail."""
+    src = f_tree(tmp_path / "src") if "-F" in rsync_opts else cvs_tree(tmp_path)
+    oracle, dest = dests(tmp_path / "w")
+    os.makedirs(os.path.dirname(oracle))
+    os.makedirs(os.path.dirname(dest))
+    cp = run_rsync(src + b"/", oracle, opts=rsync_opts)
+    assert cp.returncode == 0, describe(cp)
+    cp = run_msrsync("-p", "2", "-f", "1", "--rsync", "-a", src + b"/", dest)
+    assert cp.returncode == 0, describe(cp)
+    with pytest.raises(AssertionError):
+        assert_same_tree(oracle, dest, label_a="rsync", label_b="msrsync")
+
+
+# ----------------------------------------------------------------- 9. still refused
+
+@pytest.mark.parametrize("opts,names", [
+    pytest.param("-a -F --files-from={list}", ["-F", "files-from"], id="F-with-files-from"),
+    pytest.param("-a --filter='-x user.*'", ["-x user.*", "'x'"], id="x-modifier"),
+    # rsync reads a dir-merge rule inside a merge file (a per-directory file inside a
+    # global one); msrsync refuses it by name
+    pytest.param("-a --filter='merge {merge_file}'", [": .rules", "dir-merge"],
+                 id="dir-merge-inside-merge-file"),
+])
+def test_still_refused_with_exit_4_naming_it(tmp_path, opts, names):
+    src = f_tree(tmp_path / "src")
+    listing = tmp_path / "list"
+    listing.write_bytes(b"a/f1\nb/build/o\n")
+    merge_file = tmp_path / "global.rules"
+    merge_file.write_bytes(b"- *.par\n: .rules\n")
+    dest = tmp_path / "dest"
+    cp = run_msrsync("-p", "2", "--rsync", opts.format(list=listing, merge_file=merge_file),
+                     src + b"/", dest)
+    assert cp.returncode == 4, describe(cp)
+    lines = stderr_lines(cp)
+    assert len(lines) == 1 and lines[0].startswith("msrsync: error: "), describe(cp)
+    assert any(n in lines[0] for n in names), "%r names none of %r" % (lines[0], names)
+    assert "Traceback" not in text(cp.stderr)
+    assert not dest.exists()
