@@ -138,8 +138,8 @@ def test_bad_rsync_option_exits_1(tmp_path, small_tree, opts):
 # test_rsync_features.py and test_rsync_semantics.py).
 REFUSED = [
     # (the --rsync string, the names the message may use for the refused option)
-    ("-a --delete-missing-args", ["--delete-missing-args"]),
-    ("-a -m", ["-m", "--prune-empty-dirs"]),
+    ("-a -m -F", ["-m", "--prune-empty-dirs"]),
+    ("-a -m --files-from=x", ["-m", "--prune-empty-dirs"]),
     ("-a --no-dirs", ["--no-dirs"]),
     ("-a --old-dirs", ["--old-dirs"]),
     ("-a --only-write-batch=x", ["--only-write-batch"]),

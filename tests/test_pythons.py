@@ -42,7 +42,7 @@ def test_usage_error_and_version_under_python(tmp_path, python):
 
 
 def test_refused_option_under_python(tmp_path, python, small_src):
-    cp = run_msrsync("--rsync", "-a -m", small_src + b"/", tmp_path / "d", python=python)
+    cp = run_msrsync("--rsync", "-a --write-batch=x", small_src + b"/", tmp_path / "d", python=python)
     assert cp.returncode == 4, describe(cp)
     assert not os.path.exists(tmp_path / "d")
 

@@ -122,13 +122,14 @@ def error_code(text):
                                   "-a --del --max-delete=3", "-aL", "-a -x", "-aR", "-ak",
                                   "-aK", "-a --safe-links", "-a --copy-unsafe-links",
                                   "-a -F", "-aF", "-a -FF", "-a -C", "-a --cvs-exclude",
-                                  "-a -f ': .rules'", "-a --filter='dir-merge,n- .excl'"])
+                                  "-a -f ': .rules'", "-a --filter='dir-merge,n- .excl'",
+                                  "-a -m", "-a --delete-missing-args"])
 def test_rsync_options_accepted(text):
     options(text)  # no MsrsyncError
 
 
-@pytest.mark.parametrize("text", ["-a -m", "-a --list-only", "-a --no-relative",
-                                  "-a --delete-missing-args"])
+@pytest.mark.parametrize("text", ["-a -m -F", "-a --list-only", "-a --no-relative",
+                                  "-a -m --files-from=x", "-a -F --files-from=x"])
 def test_rsync_options_refused_with_code_4(text):
     assert error_code(text) == 4
 
