@@ -16,7 +16,7 @@ PY36    ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.6*/bin/python3.6 \
 # Byte-compiles the files named as arguments without writing any .pyc.
 COMPILE := import sys; [compile(open(f, 'rb').read(), f, 'exec') for f in sys.argv[1:]]
 
-.PHONY: help test lint man install uninstall bench bench-full clean
+.PHONY: help test lint man install uninstall bench bench-full bench-remote clean
 
 help:
 	@echo "msrsync $(VERSION): make <target>, where <target> is one of"
@@ -28,6 +28,7 @@ help:
 	@echo "  uninstall   remove what install installed"
 	@echo "  bench       quick benchmark: $(PYTHON) bench/bench.py --quick"
 	@echo "  bench-full  full benchmark: $(PYTHON) bench/bench.py"
+	@echo "  bench-remote push over ssh to a private loopback sshd: $(PYTHON) bench/remote.py --reps 3"
 	@echo "  clean       remove __pycache__, .pytest_cache and bench/results*"
 
 test:
@@ -75,6 +76,9 @@ bench:
 
 bench-full:
 	$(PYTHON) bench/bench.py
+
+bench-remote:
+	$(PYTHON) bench/remote.py --reps 3
 
 clean:
 	find . -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +

@@ -1,0 +1,860 @@
+#!/usr/bin/env python3
+"""Remote benchmark (issue 4): rsync against msrsync pushing over ssh to a loopback sshd.
+
+The script starts its own sshd on 127.0.0.1 (tests/remote.py: a free port, throwaway
+host and client keys, key-only login, stopped by its pid at the end), builds two
+deterministic datasets once, and pushes them to a fresh DEST (user@127.0.0.1:DIR/) at
+every run, the tools interleaved round-robin over the repetitions:
+
+  1. compressible: --size bytes (1 GiB) of log-like text in 32 files, which zlib -6
+     compresses about 3.7x:
+         rsync -az -e SSH SRC/ HOST:DST/
+         msrsync -p N -s BUCKET --rsync "-az -e 'SSH'" SRC/ HOST:DST/   (N in --procs)
+     and the same three without -z (-a) as the reference of what ssh alone allows;
+  2. small files: --files files of 1-8 KiB (20,000):
+         rsync -a -e SSH SRC/ HOST:DST/
+         msrsync -p N --rsync "-a -e 'SSH'" SRC/ HOST:DST/
+
+Every run's exit code is checked, and DEST must hold as many files and directories and
+as many bytes as SRC (what plain rsync leaves); a failed run is reported under FAILURES
+and left out of the figures. Wall time is from fork to reap (bench.py's `measure`); CPU
+is counted on both ends: the tool and its ssh clients (os.wait4), and the sshd side (the
+sshd's children's times, read from /proc once its sessions are gone).
+
+    python3 bench/remote.py --reps 3      # the issue's figures
+    python3 bench/remote.py --quick       # smoke run: 50 MiB, 2,000 files, 1 repetition
+"""
+
+import argparse
+import collections
+import importlib.util
+import itertools
+import json
+import os
+import platform
+import random
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import types
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from bench import (BenchError, Spawner, command_prefix, count_tree,  # noqa: E402
+                   dataset_layout, file_digest, filesystem_of, first_line_of, fmt_seconds,
+                   loadavg, measure, parse_int_list, positive_int, remove_tree,
+                   settle_caches, tail)
+
+BENCH_VERSION = "1.0"
+DEFAULT_MSRSYNC = os.path.join(REPO, "msrsync")
+SERVERS_PY = os.path.join(REPO, "tests", "remote.py")
+
+MiB = 1 << 20
+DEFAULT_SIZE = "1G"
+DEFAULT_FILES = 20000
+DEFAULT_REPS = 3
+DEFAULT_PROCS = (2, 4)
+QUICK_SIZE = "50M"
+QUICK_FILES = 2000
+QUICK_REPS = 1
+DEFAULT_SEED = 20240604
+BIG_FILES = 32              # "a few dozen files"
+BIG_DIRS = 4                # ... in 4 directories
+CORPUS_BYTES = 64 * MiB     # the text the big files are sliced from
+SMALL_MIN, SMALL_MAX = 1024, 8192
+# --bucket-size auto: the big tree in this many buckets (of 4 files at 32 files): as
+# many per worker at -p 2 and -p 4, and few, because each bucket is one more ssh login
+BUCKETS_WANTED = 8
+
+SECTION_BIG = "compressible"
+SECTION_SMALL = "small files"
+
+# rsync's exit codes (msrsync uses the same, then its own 40-43).
+EXIT_MEANINGS = {
+    1: "syntax or usage error", 2: "protocol incompatibility",
+    3: "errors selecting input/output files, dirs", 4: "requested action not supported",
+    5: "error starting client-server protocol", 10: "error in socket I/O",
+    11: "error in file I/O", 12: "error in rsync protocol data stream",
+    20: "received SIGINT, SIGTERM or SIGHUP", 23: "partial transfer due to error",
+    24: "partial transfer due to vanished source files", 30: "timeout in data send/receive",
+    40: "rsync not found, not runnable, or too old", 41: "a worker rsync was killed",
+    42: "internal error in msrsync", 255: "ssh failed",
+}
+
+# label: what the table shows; kind: rsync or msrsync; procs: -p (None for rsync);
+# opts: the rsync options (-az or -a) before -e.
+Tool = collections.namedtuple("Tool", "label kind procs opts")
+Dataset = collections.namedtuple("Dataset", "name path count")
+
+
+def log(msg):
+    """Progress goes to stderr, so stdout holds only the report."""
+    sys.stderr.write("[remote %s] %s\n" % (time.strftime("%H:%M:%S"), msg))
+    sys.stderr.flush()
+
+
+# ---------------------------------------------------------------------------
+# The private sshd (tests/remote.py)
+# ---------------------------------------------------------------------------
+
+def load_servers():
+    """tests/remote.py as a module of its own name (this file is also called remote.py).
+    It imports pytest, but uses it only in its fixtures: without pytest, a stub does."""
+    if not os.path.exists(SERVERS_PY):
+        raise BenchError("%s not found: it starts the private sshd" % SERVERS_PY)
+    if "pytest" not in sys.modules and importlib.util.find_spec("pytest") is None:
+        sys.modules["pytest"] = types.ModuleType("pytest")
+    spec = importlib.util.spec_from_file_location("msrsync_test_servers", SERVERS_PY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def proc_cpu_ticks(pid):
+    """utime+stime+cutime+cstime of PID in clock ticks: the sshd's own CPU plus that of
+    every child it has reaped (its sessions, which include the remote rsyncs)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return sum(int(v) for v in fields[11:15])
+
+
+def wait_idle(servers, pid, timeout=60):
+    """Wait until the sshd has no session left (untimed); False on timeout."""
+    deadline = time.monotonic() + timeout
+    while servers.descendants(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+# ---------------------------------------------------------------------------
+# Datasets
+# ---------------------------------------------------------------------------
+
+def parse_size(text):
+    """1G, 50M, 1.5G, 4096 (powers of 1024) -> bytes."""
+    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", text, re.I)
+    if not m:
+        raise argparse.ArgumentTypeError("not a size: %r (e.g. 1G, 50M)" % text)
+    value = float(m.group(1)) * 1024 ** " KMGT".index(m.group(2).upper() or " ")
+    if value < BIG_FILES:
+        raise argparse.ArgumentTypeError("size too small: %r" % text)
+    return int(value)
+
+
+def make_corpus(seed, nbytes):
+    """Log-like text: timestamps, host, service, level, 3-10 words from a Zipf-weighted
+    vocabulary of pseudo-words, an id.  zlib -6 compresses it about 3.7x.  Only
+    getrandbits, choices(cum_weights) and shuffle: the same bytes for the same seed."""
+    rng = random.Random(seed)
+    syl = ["ka", "to", "ri", "en", "mo", "sa", "lu", "pe", "di", "an",
+           "or", "ve", "ni", "st", "ex", "qu", "al", "co", "de", "in"]
+    vocab = sorted(set("".join(syl[rng.getrandbits(16) % len(syl)]
+                               for _ in range(1 + rng.getrandbits(2)))
+                       for _ in range(6000)))
+    rng.shuffle(vocab)
+    cum = list(itertools.accumulate(1.0 / (i + 1) for i in range(len(vocab))))
+    hosts = ["node%02d" % i for i in range(16)]
+    services = ["api", "db", "cache", "auth", "worker", "scheduler", "gateway", "mailer"]
+    levels = ["INFO"] * 12 + ["DEBUG"] * 6 + ["WARN"] * 2 + ["ERROR"]
+    out, n, ms = [], 0, 0
+    while n < nbytes:
+        ms += rng.getrandbits(8)
+        s = ms // 1000
+        line = "2024-06-01T%02d:%02d:%02d.%03dZ %s %s[%d] %s: %s id=%d\n" % (
+            s // 3600 % 24, s // 60 % 60, s % 60, ms % 1000, hosts[rng.getrandbits(4)],
+            services[rng.getrandbits(3)], 1000 + rng.getrandbits(6),
+            levels[rng.getrandbits(16) % len(levels)],
+            " ".join(rng.choices(vocab, cum_weights=cum, k=3 + rng.getrandbits(3))),
+            rng.getrandbits(20))
+        out.append(line)
+        n += len(line)
+    return "".join(out).encode()[:nbytes]
+
+
+def build_big(root, size, seed):
+    """BIG_FILES files (BIG_DIRS directories) of log text adding up to SIZE bytes; each
+    file is a run of 256 KiB-1 MiB slices taken at random places of one 64 MiB corpus,
+    so that no compressor window sees the same text twice.  Returns the zlib -6 ratio of
+    the first 8 MiB of the corpus."""
+    corpus = make_corpus(seed, min(CORPUS_BYTES, max(size, 8 * MiB)))
+    sample = corpus[:8 * MiB]
+    ratio = len(sample) / float(len(zlib.compress(sample, 6)))
+    rng = random.Random(seed + 1)
+    per_file = size // BIG_FILES
+    for i in range(BIG_FILES):
+        d = os.path.join(root, "d%d" % (i % BIG_DIRS))
+        os.makedirs(d, exist_ok=True)
+        want = per_file if i < BIG_FILES - 1 else size - per_file * (BIG_FILES - 1)
+        with open(os.path.join(d, "app-%02d.log" % i), "wb") as f:
+            while want > 0:
+                n = min(want, (256 << 10) + rng.getrandbits(20) % (768 << 10))
+                off = rng.getrandbits(32) % (len(corpus) - n + 1)
+                f.write(corpus[off:off + n])
+                want -= n
+    return ratio
+
+
+def build_small(root, nfiles, seed):
+    """NFILES files of 1-8 KiB in bench.py's two-level layout (~50 per directory),
+    contents sliced out of one random block."""
+    rng = random.Random(seed)
+    block = rng.getrandbits(8 * MiB).to_bytes(MiB, "little")
+    tops, subs = dataset_layout(nfiles)
+    leaves = [os.path.join(root, "d%02d" % t, "s%03d" % s)
+              for t in range(tops) for s in range(subs)]
+    for leaf in leaves:
+        os.makedirs(leaf)
+    width = len(str(max(nfiles - 1, 1)))
+    for i in range(nfiles):
+        size = SMALL_MIN + rng.getrandbits(16) % (SMALL_MAX - SMALL_MIN + 1)
+        off = rng.getrandbits(20) % (MiB - size + 1)
+        with open(os.path.join(leaves[i % len(leaves)], "f%0*d.dat" % (width, i)), "wb") as f:
+            f.write(block[off:off + size])
+
+
+def prepare_datasets(workdir, args, sections):
+    """Build (or, when workdir/datasets.json matches, reuse) the datasets; returns
+    ({section: Dataset}, zlib ratio or None)."""
+    manifest = os.path.join(workdir, "datasets.json")
+    try:
+        with open(manifest) as f:
+            saved = json.load(f)
+    except (OSError, ValueError):
+        saved = {}
+    specs = {SECTION_BIG: ("big", {"size": args.size, "seed": args.seed},
+                           lambda p: build_big(p, args.size, args.seed)),
+             SECTION_SMALL: ("small", {"files": args.files, "seed": args.seed},
+                             lambda p: build_small(p, args.files, args.seed))}
+    out, ratio = {}, None
+    for section in sections:
+        name, params, build = specs[section]
+        path = os.path.join(workdir, name)
+        wanted = dict(params, bench_version=BENCH_VERSION)
+        old = saved.get(name, {})
+        if old.get("params") == wanted and os.path.isdir(path) \
+                and list(count_tree(path)) == old.get("count"):
+            log("reusing %s dataset %s" % (section, path))
+            out[section] = Dataset(section, path, count_tree(path))
+            ratio = old.get("zlib_ratio", ratio)
+            continue
+        remove_tree(path)
+        log("building %s dataset in %s" % (section, path))
+        t0 = time.monotonic()
+        r = build(path)
+        count = count_tree(path)
+        log("built in %.1fs: %d files, %.1f MiB" % (time.monotonic() - t0, count.files,
+                                                    count.bytes / float(MiB)))
+        saved[name] = {"params": wanted, "count": list(count)}
+        if section == SECTION_BIG:
+            saved[name]["zlib_ratio"] = ratio = r
+        with open(manifest, "w") as f:
+            json.dump(saved, f)
+        out[section] = Dataset(section, path, count)
+    return out, ratio
+
+
+# ---------------------------------------------------------------------------
+# Work directory
+# ---------------------------------------------------------------------------
+
+def mem_available():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def space_needed(args, sections):
+    big = args.size if SECTION_BIG in sections else 0
+    small = args.files * (SMALL_MAX + 4096) if SECTION_SMALL in sections else 0
+    return big + small + max(big, small) + 256 * MiB   # SRCs + one DEST + keys, logs
+
+
+def pick_base(need):
+    """/dev/shm when it (and the RAM behind it) has room, else /tmp, else /var/tmp."""
+    for base in ("/dev/shm", "/tmp", "/var/tmp"):
+        if not (os.path.isdir(base) and os.access(base, os.W_OK)):
+            continue
+        st = os.statvfs(base)
+        free = st.f_bavail * st.f_frsize
+        if filesystem_of(base)[1] in ("tmpfs", "ramfs"):
+            free = min(free, mem_available() - 1024 * MiB)   # its pages are RAM
+        if free >= need * 1.2:
+            return base
+    raise BenchError("no room for %d MiB under /dev/shm, /tmp or /var/tmp (--workdir DIR)"
+                     % (need // MiB))
+
+
+# ---------------------------------------------------------------------------
+# Tools and runs
+# ---------------------------------------------------------------------------
+
+def make_tools(section, args):
+    groups = ["-az", "-a"] if section == SECTION_BIG else ["-a"]
+    tools = []
+    for opts in groups:
+        tools.append(Tool("rsync %s" % opts, "rsync", None, opts))
+        if not args.rsync_only:
+            tools += [Tool("msrsync -p %d %s" % (p, opts), "msrsync", p, opts)
+                      for p in args.procs]
+    return tools
+
+
+def msrsync_opts(section, args):
+    return list(args.bucket_opts) if section == SECTION_BIG else []
+
+
+def tool_argv(tool, section, src, dst_remote, rsh, args):
+    """The exact command line: the same -e for every tool."""
+    opts = shlex.split(tool.opts) + (shlex.split(args.z_opts) if "z" in tool.opts else [])
+    src = src.rstrip("/") + "/"
+    if tool.kind == "rsync":
+        return [args.rsync] + opts + ["-e", rsh, src, dst_remote]
+    rsync_string = " ".join(shlex.quote(o) for o in opts + ["-e", rsh])
+    return (command_prefix(args.msrsync) + ["-p", str(tool.procs)]
+            + msrsync_opts(section, args) + ["--rsync", rsync_string, src, dst_remote])
+
+
+def output_tail(log_path, lines=3):
+    """The last LINES lines the tool printed (the log's first line is its command)."""
+    out = [l for l in tail(log_path, lines + 1).splitlines() if not l.startswith("$ ")]
+    return "\n".join(out[-lines:]) or "(no output)"
+
+
+def describe_exit(code):
+    if code < 0:
+        return "killed by signal %d" % -code
+    return "exit %d%s" % (code, " (%s)" % EXIT_MEANINGS[code] if code in EXIT_MEANINGS else "")
+
+
+def run_one(tool, data, rep, ctx):
+    """One timed push into a fresh DEST; returns its record."""
+    args, servers, server = ctx["args"], ctx["servers"], ctx["server"]
+    dst = ctx["dst"]
+    log_path = os.path.join(ctx["logs"], "%s-%s-rep%d.log" % (
+        data.name.replace(" ", "_"), re.sub(r"[^\w.-]+", "_", tool.label), rep))
+    remove_tree(dst)
+    dropped = settle_caches(not args.no_drop_caches)
+    idle = wait_idle(servers, server.pid)
+    before = proc_cpu_ticks(server.pid)
+    argv = tool_argv(tool, data.name, data.path, server.remote(dst + "/"), ctx["rsh"], args)
+    m = measure(argv, log_path, ctx["spawner"])
+    idle = wait_idle(servers, server.pid) and idle
+    after = proc_cpu_ticks(server.pid)
+    server_cpu = (after - before) / float(ctx["clk_tck"]) \
+        if idle and None not in (before, after) else None
+    problems = []
+    if m.exit_code != 0:
+        problems.append("%s; it printed (log %s):\n%s"
+                        % (describe_exit(m.exit_code), log_path, output_tail(log_path)))
+    else:
+        try:
+            got = count_tree(dst)
+        except OSError as exc:
+            got = None
+            problems.append("cannot walk DEST: %s" % exc)
+        if got is not None:
+            for field in ("files", "dirs", "symlinks", "bytes"):
+                if getattr(got, field) != getattr(data.count, field):
+                    problems.append("DEST %s %d, SRC (and rsync) %d"
+                                    % (field, getattr(got, field), getattr(data.count, field)))
+    client_cpu = m.user + m.sys
+    record = {
+        "section": data.name, "tool": tool.label, "kind": tool.kind, "procs": tool.procs,
+        "opts": tool.opts, "rep": rep, "argv": argv, "wall_s": m.wall,
+        "cpu_client_s": client_cpu, "cpu_server_s": server_cpu,
+        "exit_code": m.exit_code, "cache_dropped": dropped, "ok": not problems,
+        "problems": problems, "log": log_path, "loadavg_after": loadavg(),
+    }
+    rate = data.count.bytes / 1e6 / m.wall if m.wall > 0 else 0.0
+    log("rep %d  %-22s %-22s %7.2fs  %7.1f MB/s  cpu client %6.2fs server %s  %s"
+        % (rep, data.name, tool.label, m.wall, rate, client_cpu,
+           "%6.2fs" % server_cpu if server_cpu is not None else "     ?",
+           "ok" if not problems else "FAILED"))
+    if problems:
+        log("  " + "; ".join(problems).replace("\n", "\n  "))
+    return record
+
+
+def run_section(data, tools, ctx):
+    """Round-robin: repetition r runs the tools rotated by r-1."""
+    args = ctx["args"]
+    runs = []
+    for rep in range(1, args.reps + 1):
+        k = (rep - 1) % len(tools)
+        order = tools[k:] + tools[:k]
+        log("%s, repetition %d/%d: %s" % (data.name, rep, args.reps,
+                                         ", ".join(t.label for t in order)))
+        for tool in order:
+            runs.append(run_one(tool, data, rep, ctx))
+    remove_tree(ctx["dst"])
+    return runs
+
+
+# ---------------------------------------------------------------------------
+# Pre-flight: ssh and rsync facts for the header
+# ---------------------------------------------------------------------------
+
+def probe(ctx, workdir):
+    """One plain rsync -z push (it must work, else nothing will), the compressor rsync
+    negotiates, the ssh cipher, and what one ssh login costs."""
+    args, server, rsh = ctx["args"], ctx["server"], ctx["rsh"]
+    facts = {}
+    probe_dir = os.path.join(workdir, "probe")
+    remove_tree(probe_dir)
+    os.makedirs(os.path.join(probe_dir, "src"))
+    with open(os.path.join(probe_dir, "src", "f"), "wb") as f:
+        f.write(b"probe\n" * 1000)
+    argv = ([args.rsync, "-az", "--debug=NSTR"] + shlex.split(args.z_opts)
+            + ["-e", rsh, os.path.join(probe_dir, "src") + "/",
+               server.remote(os.path.join(probe_dir, "dst") + "/")])
+    p = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, timeout=60)
+    if p.returncode != 0:
+        raise BenchError("plain rsync cannot push to the private sshd (%s):\n%s\n"
+                         "sshd log %s:\n%s" % (describe_exit(p.returncode), p.stdout.strip(),
+                                               server.log, tail(server.log, 10)))
+    m = re.search(r"negotiated compress: (.+)", p.stdout)
+    chosen = re.search(r"--(?:zc|compress-choice)[= ](\S+)", args.z_opts)
+    if m:   # "zstd (level 3)" -> "zstd level 3"
+        facts["rsync_compress"] = re.sub(r"\((level [^)]*)\)", r"\1", m.group(1).strip())
+    elif chosen:
+        facts["rsync_compress"] = "%s, as --z-opts chose" % chosen.group(1)
+    else:
+        facts["rsync_compress"] = "zlib (rsync before 3.2 negotiates nothing)"
+    p = subprocess.run(shlex.split(rsh) + ["-v", server.login, "true"],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, universal_newlines=True, timeout=60)
+    m = re.search(r"client->server cipher: (\S+)", p.stdout)
+    facts["ssh_cipher"] = m.group(1) if m else "?"
+    walls = []
+    for _ in range(5):
+        t0 = time.monotonic()
+        subprocess.run(shlex.split(rsh) + [server.login, "true"], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+        walls.append(time.monotonic() - t0)
+    facts["ssh_login_s"] = statistics.median(walls)
+    remove_tree(probe_dir)
+    return facts
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+# ---------------------------------------------------------------------------
+# Summary and report
+# ---------------------------------------------------------------------------
+
+def summarize(section, tools, runs, data):
+    """One row per tool; ratios against plain rsync with the same options."""
+    rows = []
+    for tool in tools:
+        mine = [r for r in runs if r["tool"] == tool.label]
+        good = [r for r in mine if r["ok"]]
+        row = {"section": section, "tool": tool.label, "kind": tool.kind,
+               "opts": tool.opts, "runs": len(mine), "ok_runs": len(good)}
+        if good:
+            walls = [r["wall_s"] for r in good]
+            srv = [r["cpu_server_s"] for r in good if r["cpu_server_s"] is not None]
+            row.update({
+                "median_s": statistics.median(walls), "min_s": min(walls),
+                "max_s": max(walls),
+                "cpu_client_s": statistics.median(r["cpu_client_s"] for r in good),
+                "cpu_server_s": statistics.median(srv) if srv else None,
+            })
+            row["mb_s"] = data.count.bytes / 1e6 / row["median_s"]
+            if srv:
+                row["cores_busy"] = statistics.median(
+                    (r["cpu_client_s"] + r["cpu_server_s"]) / r["wall_s"]
+                    for r in good if r["cpu_server_s"] is not None)
+        else:
+            row["error"] = mine[0]["problems"][0].split(";")[0] if mine else "not run"
+        rows.append(row)
+    for row in rows:
+        base = [b for b in rows if b["kind"] == "rsync" and b["opts"] == row["opts"]
+                and "median_s" in b]
+        if base and "median_s" in row:
+            row["ratio_to_rsync"] = row["median_s"] / base[0]["median_s"]
+            row["speedup"] = base[0]["median_s"] / row["median_s"]
+    return rows
+
+
+def markdown_table(rows):
+    out = ["| data | tool | median s | min | max | MB/s | ratio to rsync | x rsync MB/s "
+           "| CPU s client | CPU s server | cores busy |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if "median_s" not in r:
+            out.append("| %s | %s | FAILED (0/%d ok): %s | | | | | | | | |"
+                       % (r["section"], r["tool"], r["runs"], r["error"]))
+            continue
+        note = "" if r["ok_runs"] == r["runs"] else " (%d/%d ok)" % (r["ok_runs"], r["runs"])
+        f2 = lambda v: "%.2f" % v if v is not None else "-"  # noqa: E731
+        out.append("| %s | %s%s | %s | %s | %s | %.1f | %s | %s | %s | %s | %s |" % (
+            r["section"], r["tool"], note, fmt_seconds(r["median_s"]),
+            fmt_seconds(r["min_s"]), fmt_seconds(r["max_s"]), r["mb_s"],
+            f2(r.get("ratio_to_rsync")), f2(r.get("speedup")),
+            fmt_seconds(r["cpu_client_s"]),
+            fmt_seconds(r["cpu_server_s"]) if r["cpu_server_s"] is not None else "?",
+            f2(r.get("cores_busy"))))
+    return "\n".join(out)
+
+
+def explain(rows, env, args):
+    """The paragraph that says what limits the figures (with them when available)."""
+    cpus = env["cpus"] or 1
+    find = lambda label: next((r for r in rows if r["section"] == SECTION_BIG  # noqa: E731
+                               and r["tool"] == label and "median_s" in r), None)
+    best = min(max(args.procs), cpus)
+    text = [
+        "Explain: over ssh one rsync stream does, for every byte, the ssh cipher (%s) "
+        "on both ends and, with -z, the compression (%s) on the sender and the "
+        "decompression on the receiver, each on one core: one rsync is bound by one core "
+        "per end, and msrsync -p N runs N such streams. With -z the best msrsync can do "
+        "is min(N, cores) times rsync's throughput: on this %d-CPU machine -p %d can at "
+        "best approach %dx (less when one rsync already keeps more than one core busy), "
+        "and a -p above %d adds streams but no cores."
+        % (env["ssh_cipher"], env["rsync_compress"], cpus, best, best, cpus)]
+    rz, ra = find("rsync -az"), find("rsync -a")
+    if rz and rz.get("cores_busy") is not None:
+        text.append("Here rsync -az moved %.1f MB/s keeping %.2f cores busy (client %.1f s "
+                    "+ sshd side %.1f s of CPU per run), so %d cores cap any number of "
+                    "streams at %.2fx its throughput."
+                    % (rz["mb_s"], rz["cores_busy"], rz["cpu_client_s"], rz["cpu_server_s"],
+                       cpus, cpus / max(rz["cores_busy"], 1e-9)))
+        for p in args.procs:
+            m = find("msrsync -p %d -az" % p)
+            if m and m.get("cores_busy") is not None:
+                text.append("msrsync -p %d -az: %.1f MB/s, %.2fx rsync, %.2f cores busy."
+                            % (p, m["mb_s"], m["speedup"], m["cores_busy"]))
+    if ra:
+        text.append("On loopback the link costs nothing, so -z can only cost CPU here: "
+                    "rsync -a (cipher, no compression) moved %.1f MB/s; on a slow link a "
+                    "stream about %.1fx smaller (zlib -6) is what counts."
+                    % (ra["mb_s"], env["zlib_ratio"] or 0))
+    text.append(
+        "The sshd, the remote rsyncs and their decompression run on the same machine and "
+        "compete for the same %d cores as the senders (\"cores busy\" counts both ends), "
+        "so loopback figures understate what two machines would see, where each end has "
+        "its own cores and only the link is shared. Small files: every msrsync bucket is "
+        "one more rsync and one more ssh login (%.3f s each here), which -p N runs in "
+        "parallel, while plain rsync pays per-file costs on one core at each end."
+        % (cpus, env["ssh_login_s"]))
+    return " ".join(text)
+
+
+def describe_environment(env, lines_extra):
+    lines = ["# msrsync remote benchmark, loopback sshd (%s)" % env["date"], ""]
+    for key, label in (("cpus", "CPUs"), ("cpu_model", "CPU"), ("kernel", "kernel"),
+                       ("host", "host"), ("rsync", "rsync"), ("ssh", "ssh"),
+                       ("msrsync", "msrsync"), ("python", "python")):
+        if key not in env:
+            continue
+        lines.append("- %s: %s" % (label, env.get(key)))
+        if key == "msrsync" and env.get("msrsync_sha256"):
+            lines[-1] += " (%s, sha256 %s)" % (env["msrsync_path"], env["msrsync_sha256"][:12])
+    lines.append("- workdir: %s (%s on %s)" % (env["workdir"], env["filesystem"], env["mount"]))
+    lines += ["- %s" % e for e in lines_extra]
+    fmt = lambda la: " ".join("%.2f" % x for x in la) if la else "?"  # noqa: E731
+    lines.append("- load average at start: %s; at end: %s%s" % (
+        fmt(env["loadavg_start"]), fmt(env.get("loadavg_end")),
+        " (busy in the minute before: figures may be noisy)"
+        if env["loadavg_start"] and env["loadavg_start"][0] > 0.5 else ""))
+    return "\n".join(lines)
+
+
+def show_arg(arg):
+    """ARG quoted for a shell, in double quotes when it holds single quotes (the
+    --rsync "-az -e 'ssh ...'" of msrsync) and nothing double quotes would expand."""
+    if "'" in arg and not re.search(r'["$`\\!]', arg):
+        return '"%s"' % arg
+    return shlex.quote(arg)
+
+
+def command_lines(sections, args, rsh_shown):
+    """One command line per tool kind and options, per dataset, as run."""
+    out = []
+    for section in sections:
+        seen, lines = set(), []
+        for tool in make_tools(section, args):
+            if (tool.kind, tool.opts) in seen:
+                continue
+            seen.add((tool.kind, tool.opts))
+            shown = tool._replace(procs="N") if tool.procs else tool
+            argv = tool_argv(shown, section, "SRC", "HOST:DST/", rsh_shown, args)
+            if argv[0] == sys.executable:
+                argv = argv[1:]
+            argv[0] = os.path.basename(argv[0])
+            lines.append("`%s`" % " ".join(show_arg(a) for a in argv))
+        out.append("%s: %s" % (section, "; ".join(lines)))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------
+
+def bucket_opts(args):
+    """msrsync options for the compressible tree.  msrsync's default -s 1G would put a
+    1 GiB tree of 32 files in one bucket, and one bucket is one rsync: auto cuts it in
+    about BUCKETS_WANTED buckets."""
+    if args.bucket_size == "default":
+        return []
+    if args.bucket_size == "auto":
+        mib = max(1, args.size // BUCKETS_WANTED // MiB)
+        return ["-s", "%dM" % mib]
+    return ["-s", args.bucket_size]
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="remote.py",
+        description="Benchmark msrsync against rsync pushing over ssh to a private "
+                    "loopback sshd (issue 4's figures).",
+        epilog="examples:\n"
+               "  python3 bench/remote.py --reps 3        # the issue's figures\n"
+               "  python3 bench/remote.py --quick         # smoke run, under a minute\n"
+               "  python3 bench/remote.py --z-opts=--zc=zlib   # -z as zlib, level 6",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: %s, %d files, %d repetition unless given"
+                   % (QUICK_SIZE, QUICK_FILES, QUICK_REPS))
+    p.add_argument("--reps", type=positive_int, help="repetitions [%d]" % DEFAULT_REPS)
+    p.add_argument("--size", type=parse_size,
+                   help="bytes of compressible data, K/M/G powers of 1024 [%s]" % DEFAULT_SIZE)
+    p.add_argument("--files", type=positive_int, help="small files [%d]" % DEFAULT_FILES)
+    p.add_argument("--procs", type=parse_int_list, default=list(DEFAULT_PROCS),
+                   metavar="N,N", help="msrsync -p values [2,4]")
+    p.add_argument("--rsync-only", action="store_true",
+                   help="plain rsync rows only (checks the harness, gives the baselines)")
+    p.add_argument("--only", choices=("compressible", "small"),
+                   help="run one of the two datasets only")
+    p.add_argument("--bucket-size", default="auto", metavar="SIZE|auto|default",
+                   help="msrsync -s for the compressible tree: auto = --size/%d; default = "
+                        "msrsync's own (1G: one bucket for a 1 GiB tree) [auto]"
+                        % BUCKETS_WANTED)
+    p.add_argument("--z-opts", default="", metavar="OPTS",
+                   help="extra rsync options for the -az runs only, e.g. --z-opts=--zc=zlib "
+                        "or --z-opts='--zc=zstd --zl=1' (without them, the header says what "
+                        "-z negotiated)")
+    p.add_argument("--cipher", help="ssh cipher (ssh -c), e.g. aes128-gcm@openssh.com")
+    p.add_argument("--msrsync", default=DEFAULT_MSRSYNC, metavar="PATH",
+                   help="msrsync to test [../msrsync next to this script]")
+    p.add_argument("--rsync", default="rsync", metavar="PATH", help="rsync binary [rsync]")
+    p.add_argument("--workdir", metavar="DIR",
+                   help="kept, datasets reused on the next run [a temporary directory "
+                        "under /dev/shm when it has room, else /tmp or /var/tmp; removed]")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="dataset seed")
+    p.add_argument("--no-drop-caches", action="store_true",
+                   help="do not drop the page cache before runs")
+    p.add_argument("--keep", action="store_true", help="keep the temporary workdir")
+    p.add_argument("--json", metavar="OUT", help="write runs and summary as JSON ('-' = stdout)")
+    args = p.parse_args(argv)
+    if args.reps is None:
+        args.reps = QUICK_REPS if args.quick else DEFAULT_REPS
+    if args.size is None:
+        args.size = parse_size(QUICK_SIZE if args.quick else DEFAULT_SIZE)
+    if args.files is None:
+        args.files = QUICK_FILES if args.quick else DEFAULT_FILES
+    if args.bucket_size not in ("auto", "default"):
+        parse_size(args.bucket_size)   # fails early on a typo
+    args.bucket_opts = bucket_opts(args)
+    if args.workdir:
+        args.workdir = os.path.abspath(args.workdir)
+    return args
+
+
+def run(args):
+    sections = {"compressible": [SECTION_BIG], "small": [SECTION_SMALL]}.get(
+        args.only, [SECTION_BIG, SECTION_SMALL])
+    servers = load_servers()
+    missing = servers.ssh_missing()
+    if missing:
+        raise BenchError("needs openssh: missing %s" % missing)
+    if not args.rsync_only and not os.path.exists(args.msrsync):
+        raise BenchError("msrsync not found: %s (--msrsync PATH)" % args.msrsync)
+    env = {
+        "bench_version": BENCH_VERSION, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
+        "cpu_model": cpu_model(), "python": sys.version.split()[0],
+        "rsync": first_line_of([args.rsync, "--version"], required=True),
+        "ssh": first_line_of(["ssh", "-V"]),
+        "loadavg_start": loadavg(),
+    }
+    if not args.rsync_only:
+        # a broken msrsync stops here, before the datasets are built
+        env["msrsync"] = first_line_of(command_prefix(args.msrsync) + ["--version"],
+                                       required=True)
+        env["msrsync_path"] = os.path.abspath(args.msrsync)
+        env["msrsync_sha256"] = file_digest(args.msrsync)
+    if args.workdir:
+        os.makedirs(args.workdir, exist_ok=True)
+        workdir, owned = args.workdir, False
+    else:
+        workdir = tempfile.mkdtemp(prefix="msrsync-bench-remote-",
+                                   dir=pick_base(space_needed(args, sections)))
+        owned = True
+    env["workdir"] = workdir
+    env["mount"], env["filesystem"] = filesystem_of(workdir)[0], filesystem_of(workdir)[1]
+    logs = os.path.join(workdir, "logs")
+    os.makedirs(logs, exist_ok=True)
+    sshd_dir = os.path.join(workdir, "sshd")
+    remove_tree(sshd_dir)
+    server = None
+    runs, rows, failures = [], [], []
+    try:
+        log("starting a private sshd on 127.0.0.1 (%s)" % sshd_dir)
+        server = servers.SshServer(sshd_dir)
+        try:
+            server.prepare()
+            server.start()
+        except (servers.ServerStartError, subprocess.SubprocessError, OSError) as exc:
+            raise BenchError("cannot start the private sshd: %s" % exc)
+        rsh = server.rsh + " -o Compression=no"
+        if args.cipher:
+            rsh += " -c " + shlex.quote(args.cipher)
+        env["sshd_pid"], env["sshd_port"], env["rsh"] = server.pid, server.port, rsh
+        ctx = {"args": args, "servers": servers, "server": server, "rsh": rsh,
+               "dst": os.path.join(workdir, "dst"), "logs": logs, "spawner": Spawner(),
+               "clk_tck": os.sysconf("SC_CLK_TCK")}
+        env.update(probe(ctx, workdir))
+        log("sshd pid %d port %d; ssh cipher %s; rsync -z negotiates %s; ssh login %.3fs"
+            % (server.pid, server.port, env["ssh_cipher"], env["rsync_compress"],
+               env["ssh_login_s"]))
+        datasets, ratio = prepare_datasets(workdir, args, sections)
+        env["zlib_ratio"] = ratio
+        t0 = time.monotonic()
+        for section in sections:
+            tools = make_tools(section, args)
+            section_runs = run_section(datasets[section], tools, ctx)
+            runs += section_runs
+            rows += summarize(section, tools, section_runs, datasets[section])
+        env["bench_s"] = time.monotonic() - t0
+    finally:
+        if server is not None:
+            server.stop()
+        remove_tree(os.path.join(workdir, "dst"))
+        remove_tree(sshd_dir)
+        failed = [r for r in runs if not r["ok"]]
+        if owned and not args.keep:
+            if failed:   # keep logs/ only, to read
+                for name in ("big", "small", "datasets.json", "probe"):
+                    remove_tree(os.path.join(workdir, name))
+            else:
+                remove_tree(workdir)
+    env["loadavg_end"] = loadavg()
+    for r in runs:
+        if not r["ok"]:
+            failures.append("%s, %s, rep %d: %s" % (r["section"], r["tool"], r["rep"],
+                                                   "; ".join(r["problems"])))
+    if not args.rsync_only and file_digest(args.msrsync) != env["msrsync_sha256"]:
+        failures.append("%s changed while the benchmark ran: the figures mix versions"
+                        % args.msrsync)
+
+    shown_rsh = "ssh -p PORT -i KEY -o ... -o Compression=no" + (
+        " -c %s" % args.cipher if args.cipher else "")
+    dropped = sum(1 for r in runs if r["cache_dropped"])
+    extra = []
+    if SECTION_BIG in datasets:
+        d = datasets[SECTION_BIG]
+        extra.append("compressible: %d files in %d dirs, %.1f MiB (%.1f MB) of log-like "
+                     "text, zlib -6 ratio %.1fx; msrsync %s"
+                     % (d.count.files, d.count.dirs - 1, d.count.bytes / float(MiB),
+                        d.count.bytes / 1e6, ratio or 0,
+                        " ".join(args.bucket_opts) or "default buckets (-s 1G)"))
+    if SECTION_SMALL in datasets:
+        d = datasets[SECTION_SMALL]
+        extra.append("small files: %d files of %d-%d bytes in %d dirs, %.1f MiB"
+                     % (d.count.files, SMALL_MIN, SMALL_MAX, d.count.dirs - 1,
+                        d.count.bytes / float(MiB)))
+    extra += [
+        "sshd: private, 127.0.0.1:%d (pid %d), same machine; ssh cipher %s; rsync -z "
+        "negotiates %s; one ssh login %.3f s" % (env["sshd_port"], env["sshd_pid"],
+                                                 env["ssh_cipher"], env["rsync_compress"],
+                                                 env["ssh_login_s"]),
+        "repetitions: %d, interleaved round-robin; fresh DEST each run; page cache "
+        "dropped before %d of %d runs%s" % (
+            args.reps, dropped, len(runs),
+            " (tmpfs: no disk either way)" if env["filesystem"] == "tmpfs" else ""),
+    ]
+    extra += ["commands, %s" % c for c in command_lines(sections, args, shown_rsh)]
+    extra += [
+        "check after each run: exit 0, DEST files/dirs/bytes equal SRC's (what plain "
+        "rsync leaves)",
+        "MB/s = SRC bytes / 10^6 / median s; ratio to rsync = median / rsync's median "
+        "with the same options (below 1 is faster); x rsync MB/s = its inverse; CPU s = "
+        "medians, client = the tool + its ssh clients, server = sshd + remote rsyncs; "
+        "cores busy = (client + server CPU) / wall",
+        "benchmark time %.0fs" % env.get("bench_s", 0),
+    ]
+    print(describe_environment(env, extra))
+    print()
+    print(markdown_table(rows))
+    print()
+    print(explain(rows, env, args))
+    if failures:
+        print()
+        print("FAILURES:")
+        for f in failures:
+            print("- " + f.replace("\n", "\n    "))
+    if owned and not args.keep and failed:
+        print()
+        print("logs kept in %s" % logs)
+    if args.json:
+        payload = {"environment": env, "args": {k: v for k, v in vars(args).items()},
+                   "summary": rows, "runs": runs, "failures": failures}
+        if args.json == "-":
+            json.dump(payload, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            with open(args.json, "w") as f:
+                json.dump(payload, f, indent=2)
+                f.write("\n")
+            log("JSON written to %s" % args.json)
+    return 1 if failures else 0
+
+
+def _terminated(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    # SIGTERM cleans up like Ctrl-C: the running tool and the sshd are stopped.
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        return run(args)
+    except BenchError as exc:
+        sys.stderr.write("remote.py: error: %s\n" % exc)
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("remote.py: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
