@@ -70,7 +70,8 @@ BIG_DIRS = 4                # ... in 4 directories
 CORPUS_BYTES = 64 * MiB     # the text the big files are sliced from
 SMALL_MIN, SMALL_MAX = 1024, 8192
 # --bucket-size auto: the big tree in this many buckets (of 4 files at 32 files): as
-# many per worker at -p 2 and -p 4, and few, because each bucket is one more ssh login
+# many per worker at -p 2 and -p 4, and few, because each bucket is one more rsync and
+# ssh session
 BUCKETS_WANTED = 8
 
 SECTION_BIG = "compressible"
@@ -561,8 +562,10 @@ def explain(rows, env, args):
         "compete for the same %d cores as the senders (\"cores busy\" counts both ends), "
         "so loopback figures understate what two machines would see, where each end has "
         "its own cores and only the link is shared. Small files: every msrsync bucket is "
-        "one more rsync and one more ssh login (%.3f s each here), which -p N runs in "
-        "parallel, while plain rsync pays per-file costs on one core at each end."
+        "one more rsync pair and one more ssh session (over the worker's own ssh "
+        "connection, opened once: a fresh login costs %.3f s here), and on 2 cores the "
+        "parallel streams find no idle core, while plain rsync pays per-file costs on "
+        "one core at each end without stopping."
         % (cpus, env["ssh_login_s"]))
     return " ".join(text)
 
