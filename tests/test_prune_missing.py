@@ -149,3 +149,16 @@ def test_missing_args_dry_run_deletes_nothing(tmp_path):
     assert cp.returncode == 0, cp
     assert b"deleting" in cp.stdout and b"nope" in cp.stdout, cp.stdout
     assert sorted(os.listdir(dests(tmp_path)[1])) == before
+
+
+# -- rsync's no-ops for a recursive copy -----------------------------------------
+
+@pytest.mark.parametrize("setting", ["p2-f1", "p8-f7"] if "p8-f7" in SETTINGS else ["p2-f1"])
+@pytest.mark.parametrize("rsync_opts", ["-a -R --no-R", "-a --no-d", "-a --no-relative"])
+def test_no_relative_and_no_dirs_are_no_ops_like_rsync(tmp_path, setting, rsync_opts):
+    """--no-R (after -R) and --no-d change nothing for rsync -r: msrsync keeps
+    them from its workers (their --files-from lists need -R and "dir/" entries)."""
+    src = tmp_path / "src"
+    pruning_tree(src)
+    differential(tmp_path, contents(src) + [os.fsencode(p(src, "a"))], SETTINGS[setting],
+                 shlex.split(rsync_opts))

@@ -123,12 +123,14 @@ def error_code(text):
                                   "-aK", "-a --safe-links", "-a --copy-unsafe-links",
                                   "-a -F", "-aF", "-a -FF", "-a -C", "-a --cvs-exclude",
                                   "-a -f ': .rules'", "-a --filter='dir-merge,n- .excl'",
-                                  "-a -m", "-a --delete-missing-args"])
+                                  "-a -m", "-a --delete-missing-args", "-a --no-relative",
+                                  "-aR --no-R", "-a --no-d"])
 def test_rsync_options_accepted(text):
     options(text)  # no MsrsyncError
 
 
-@pytest.mark.parametrize("text", ["-a -m -F", "-a --list-only", "-a --no-relative",
+@pytest.mark.parametrize("text", ["-a -m -F", "-a --list-only", "-a --no-R --files-from=x",
+                                  "-a --old-dirs",
                                   "-a -m --files-from=x", "-a -F --files-from=x"])
 def test_rsync_options_refused_with_code_4(text):
     assert error_code(text) == 4
