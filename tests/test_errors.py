@@ -168,20 +168,24 @@ def test_refused_rsync_option_exits_4_naming_it(tmp_path, small_tree, opts, name
     assert_same_tree(before, tmp_path)
 
 
-@pytest.mark.parametrize("where", ["src", "dest", "daemon-src", "daemon-dest"])
-def test_remote_paths_exit_4(tmp_path, small_tree, where):
-    src, dest = small_tree + b"/", os.fsencode(tmp_path / "dest")
-    if where == "src":
-        src = b"somehost:/tmp/x/"
-    elif where == "dest":
-        dest = b"somehost:/tmp/x"
-    elif where == "daemon-src":
-        src = b"rsync://somehost/module/"
+@pytest.mark.parametrize("where,code", [("both-remote", 1), ("mixed-srcs", 1),
+                                        ("two-remote-srcs", 4), ("daemon-both", 1)])
+def test_remote_path_combinations_rsync_refuses(tmp_path, small_tree, where, code):
+    """Remote ends work (tests/test_remote.py); what rsync itself refuses (both ends
+    remote, local and remote SRCs mixed: exit 1) and what msrsync does not do yet
+    (several remote SRCs: exit 4) fail with one line, before any connection."""
+    src, dest = [small_tree + b"/"], os.fsencode(tmp_path / "dest")
+    if where == "both-remote":
+        src, dest = [b"somehost:/tmp/x/"], b"otherhost:/tmp/y"
+    elif where == "mixed-srcs":
+        src = [small_tree + b"/", b"somehost:/tmp/x/"]
+    elif where == "two-remote-srcs":
+        src = [b"somehost:/tmp/x/", b"somehost:/tmp/y/"]
     else:
-        dest = b"rsync://somehost/module/x"
+        src, dest = [b"rsync://somehost/module/"], b"somehost::module/x"
     before = _whole_dir(tmp_path)
-    cp = run_msrsync(src, dest)
-    assert_one_error_line(cp, 4)
+    cp = run_msrsync(*(src + [dest]))
+    assert_one_error_line(cp, code)
     assert_same_tree(before, tmp_path)
 
 

@@ -66,14 +66,28 @@ def test_worst_exit_code_any_other_code_outranks_23():
     assert m.worst_exit_code([24, 25]) == 25
 
 
-@pytest.mark.parametrize("arg,remote", [
-    (b"host:path", True), (b"user@host:/x", True), (b"host:", True),
-    (b"rsync://host/module", True),
-    (b"/abs/a:b", False), (b"./a:b", False), (b"dir/a:b", False), (b"plain", False),
-    (b"/", False), (b":x", False),
+@pytest.mark.parametrize("arg,kind,user,host,port,path", [
+    (b"host:path", "shell", None, b"host", None, b"path"),
+    (b"user@host:/x", "shell", b"user", b"host", None, b"/x"),
+    (b"host:", "shell", None, b"host", None, b""),
+    (b"[::1]:dir/", "shell", None, b"::1", None, b"dir/"),
+    (b"u@[fe80::1]:/d", "shell", b"u", b"fe80::1", None, b"/d"),
+    (b"rsync://host/module", "daemon", None, b"host", None, b"module"),
+    (b"rsync://u@host:8730/mod/sub/", "daemon", b"u", b"host", 8730, b"mod/sub/"),
+    (b"RSYNC://host/mod", "daemon", None, b"host", None, b"mod"),
+    (b"host::mod/p", "daemon", None, b"host", None, b"mod/p"),
+    (b"u@host::mod", "daemon", b"u", b"host", None, b"mod"),
+    (b"/abs/a:b", "local", None, None, None, b"/abs/a:b"),
+    (b"./a:b", "local", None, None, None, b"./a:b"),
+    (b"dir/a:b", "local", None, None, None, b"dir/a:b"),
+    (b"plain", "local", None, None, None, b"plain"),
+    (b"/", "local", None, None, None, b"/"),
+    (b":x", "local", None, None, None, b":x"),
 ])
-def test_is_remote(arg, remote):
-    assert bool(m.is_remote(arg)) == remote
+def test_parse_endpoint_reads_args_as_rsync(arg, kind, user, host, port, path):
+    end = m.parse_endpoint(arg)
+    assert (end.kind, end.user, end.host, end.port, end.path) == (kind, user, host, port, path)
+    assert end.prefix + end.path == arg or kind == "local"
 
 
 @pytest.mark.parametrize("name,listed", [
