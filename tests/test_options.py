@@ -139,6 +139,42 @@ def test_default_caps_put_a_small_tree_in_one_bucket(tmp_path, weird_src):
     assert s["buckets_total"] == 1
 
 
+def _wide_tree(root, dirs=300, files=60):
+    """dirs x files empty files (18,000 + directories): many buckets at -f 1000."""
+    for d in range(dirs):
+        path = os.path.join(os.fsencode(root), b"g%02d" % (d // 30), b"d%03d" % d)
+        os.makedirs(path)
+        for f in range(files):
+            open(os.path.join(path, b"f%02d" % f), "wb").close()
+
+
+@pytest.mark.parametrize("procs", ["1", "2"])
+def test_default_caps_grow_with_the_tree(tmp_path, procs):
+    """Without -f/-s the caps start at 1000 entries and grow with what was scanned
+    (a quarter of a worker's share; all of it at -p 1): far fewer buckets than a
+    fixed -f 1000, yet more than one per worker at -p 2; -f keeps them fixed."""
+    src = tmp_path / "src"
+    _wide_tree(src)
+    cp, grown, _ = _json_run(tmp_path, os.fsencode(src) + b"/", "-d", "-p", procs)
+    cp2, fixed, _ = _json_run(tmp_path, os.fsencode(src) + b"/", "-d", "-p", procs,
+                              "-f", "1000")
+    assert cp.returncode == cp2.returncode == 0, describe(cp) + describe(cp2)
+    assert grown["entries_total"] == fixed["entries_total"] > 18000
+    assert fixed["buckets_total"] >= 18
+    if procs == "1":
+        assert grown["buckets_total"] * 2 < fixed["buckets_total"], (grown, fixed)
+    else:
+        assert 4 <= grown["buckets_total"] < fixed["buckets_total"], (grown, fixed)
+
+
+def test_default_caps_copy_a_wide_tree_like_rsync(tmp_path):
+    from test_rsync_semantics import age
+    src = tmp_path / "src"
+    _wide_tree(src, dirs=120, files=40)
+    age(src)
+    differential(tmp_path, [os.fsencode(src) + b"/"], ["-p", "2"], None)
+
+
 def test_size_one_byte_gives_each_nonempty_file_its_own_bucket(tmp_path, weird_src):
     cp, s, _ = _json_run(tmp_path, weird_src + b"/", "-d", "-s", "1")
     assert cp.returncode == 0, describe(cp)
