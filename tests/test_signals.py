@@ -98,3 +98,26 @@ def test_second_sigint_kills_at_once(tmp_path):
             proc.kill()
             proc.communicate()
         _kill_leftovers(tmp_path)
+
+
+@pytest.mark.slow
+def test_sigkilled_msrsync_leaves_no_rsync_running(tmp_path):
+    """SIGKILL cannot be caught: msrsync's watchdog process sees its pipe close and
+    stops every rsync process group msrsync started, within seconds."""
+    src = make_tree(tmp_path / "src", "big", count=4, size=1 << 20)
+    proc = start_msrsync("-p", "2", "-s", "1M", "--rsync", "-a --bwlimit=100",
+                         src + b"/", tmp_path / "dest")
+    try:
+        assert wait_for(lambda: len(_running_rsyncs(tmp_path)) >= 2, 10), \
+            "rsync workers never started"
+        time.sleep(0.3)
+        proc.kill()
+        proc.communicate(timeout=15)
+        left = wait_for(lambda: not _running_rsyncs(tmp_path), 10) or \
+            _running_rsyncs(tmp_path)
+        assert left is True, "rsync processes left running: %r" % (left,)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        _kill_leftovers(tmp_path)
