@@ -121,3 +121,43 @@ def test_sigkilled_msrsync_leaves_no_rsync_running(tmp_path):
             proc.kill()
             proc.communicate()
         _kill_leftovers(tmp_path)
+
+
+def _ppid(pid):
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            return int(handle.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("retries,expect", [(None, 0), ("0", 41)])
+def test_a_worker_rsync_killed_by_someone_else_is_retried(tmp_path, retries, expect):
+    """A worker rsync killed by a signal msrsync did not send (exit 41) may well work
+    the second time: with the default --retries its bucket runs again and the run
+    ends complete with 0; --retries 0 reports 41."""
+    src = make_tree(tmp_path / "src", "big", count=4, size=1 << 20)
+    opts = ["--retries", retries] if retries is not None else []
+    proc = start_msrsync(*(opts + ["-p", "2", "-s", "1M", "--rsync", "-a --bwlimit=1000",
+                                   src + b"/", tmp_path / "dest"]))
+    try:
+        def workers():
+            return [pid for pid, _ in _running_rsyncs(tmp_path) if _ppid(pid) == proc.pid]
+        assert wait_for(lambda: len(workers()) >= 1, 10), "rsync workers never started"
+        time.sleep(0.2)
+        os.kill(workers()[0], signal.SIGKILL)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == expect, (proc.returncode, text(err))
+        assert b"Traceback" not in err
+        if expect == 0:
+            assert b"will run again" in err, text(err)
+            for name in os.listdir(src):
+                with open(os.path.join(src, name), "rb") as a, \
+                        open(os.path.join(tmp_path / "dest", os.fsdecode(name)), "rb") as b:
+                    assert a.read() == b.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        _kill_leftovers(tmp_path)
