@@ -161,3 +161,52 @@ def test_a_worker_rsync_killed_by_someone_else_is_retried(tmp_path, retries, exp
             proc.kill()
             proc.communicate()
         _kill_leftovers(tmp_path)
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_skips_finished_buckets_and_ends_like_rsync(tmp_path):
+    """msrsync SIGKILLed mid-run keeps its bucket directory and journal; --resume DIR
+    runs the recorded command again, skips the buckets the journal says are done
+    (their names and rules unchanged) and leaves DEST as plain rsync does."""
+    import json
+    from helpers import assert_same_tree, run_msrsync, run_rsync
+    src = make_tree(tmp_path / "src", "big", count=12, size=1 << 20)
+    buckets = tmp_path / "buckets"
+    os.mkdir(buckets)
+    proc = start_msrsync("-p", "2", "-f", "1", "-s", "1M", "-b", buckets,
+                         "--rsync", "-a --bwlimit=2000", src + b"/", tmp_path / "dest")
+    try:
+        def journal():
+            found = [os.path.join(buckets, d) for d in os.listdir(buckets)]
+            path = os.path.join(found[0], "done.journal") if found else None
+            if path is None or not os.path.exists(path):
+                return 0
+            with open(path, "rb") as handle:
+                return len(handle.read().split())
+        assert wait_for(lambda: journal() >= 3, 30), "no bucket finished"
+        proc.kill()
+        proc.communicate(timeout=15)
+        done_before = journal()
+        assert wait_for(lambda: not _running_rsyncs(tmp_path), 10)
+        (run_dir,) = os.listdir(buckets)
+        summary = tmp_path / "summary.json"
+        cp = run_msrsync("--resume", os.path.join(buckets, run_dir), "--json", summary)
+        assert cp.returncode == 0, text(cp.stderr)
+        s = json.loads(summary.read_text())
+        assert s["buckets_skipped"] >= done_before >= 3
+        assert s["rsync_processes"] <= s["buckets_total"] - s["buckets_skipped"] + 2
+        oracle = tmp_path / "oracle"
+        assert run_rsync(src + b"/", os.fsencode(oracle), opts=["-a"]).returncode == 0
+        assert_same_tree(os.fsencode(oracle), os.fsencode(tmp_path / "dest"))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        _kill_leftovers(tmp_path)
+
+
+def test_resume_needs_a_run_directory(tmp_path):
+    from helpers import run_msrsync, stderr_lines
+    cp = run_msrsync("--resume", tmp_path)
+    assert cp.returncode == 1
+    assert len(stderr_lines(cp)) == 1 and b"run.json" in cp.stderr
