@@ -194,9 +194,14 @@ def test_parse_args_rsync_forms(argv):
 def test_parse_args_defaults():
     args = m.parse_args(["s", "d"])
     assert args.processes == 1
-    assert args.files == 1000
-    assert args.size == G
+    # without -f and -s the caps start at 1000 entries and 32M and grow
+    assert args.files == 1000 and args.size == 32 << 20 and args.adaptive
     assert args.rsync == "-aS --numeric-ids"
+    args = m.parse_args(["-f", "7", "s", "d"])
+    assert (args.files, args.size, args.adaptive) == (7, G, False)
+    args = m.parse_args(["-s", "5M", "s", "d"])
+    assert (args.files, args.size, args.adaptive) == (1000, 5 << 20, False)
+    assert m.parse_args(["s", "d"]).retries == 2
     assert not args.keep and not args.show and not args.dry_run
 
 
