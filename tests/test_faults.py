@@ -52,3 +52,24 @@ def test_dest_inside_src_is_not_copied_into_itself(tmp_path, dest_rel, procs, fi
     assert_same_tree(os.fsencode(sides["oracle"]), os.fsencode(sides["msrsync"]),
                      label_a="rsync", label_b="msrsync")
     shutil.rmtree(tmp_path / "oracle")
+
+
+@pytest.mark.parametrize("dest_slash", [True, False], ids=["DEST/", "DEST"])
+@pytest.mark.parametrize("arg_slash", [True, False], ids=["loop/", "loop"])
+def test_a_symlink_loop_as_src_ends_like_rsync(tmp_path, arg_slash, dest_slash):
+    """A SRC that is a symlink loop: rsync copies the link itself ("loop") or fails to
+    enter it with 23, having made a DEST given as "DEST/" ("loop/"); msrsync does the
+    same, with one
+    error line and no traceback."""
+    from helpers import stderr_lines
+    os.symlink("loop", str(tmp_path / "loop"))
+    arg = os.fsencode(tmp_path / "loop") + (b"/" if arg_slash else b"")
+    end = b"/" if dest_slash else b""
+    oracle = run_rsync(arg, os.fsencode(tmp_path / "o") + end, opts=["-a"])
+    cp = run_msrsync("-p", "2", arg, os.fsencode(tmp_path / "m") + end)
+    assert cp.returncode == oracle.returncode == (23 if arg_slash else 0), cp.stderr
+    assert b"Traceback" not in cp.stderr
+    if arg_slash:
+        assert len(stderr_lines(cp)) >= 1 and b"Too many levels" in cp.stderr
+    assert os.path.lexists(tmp_path / "o") == os.path.lexists(tmp_path / "m")
+    assert os.path.islink(tmp_path / "o") == os.path.islink(tmp_path / "m")
