@@ -90,3 +90,62 @@ def test_hundreds_of_failing_buckets_do_not_flood_the_terminal(tmp_path):
     assert re.search(rb"msrsync: 3\d\d buckets failed; details of the others are in "
                      rb"their logs", cp.stderr)
     assert len(cp.stderr.splitlines()) < 120
+
+
+def _hostile_names(rng, count):
+    """Names rsync users meet: newlines, tabs, leading dashes, backslashes, quotes,
+    invalid UTF-8, wildcards, '#'/';' starts, 255-byte components."""
+    pieces = [b"\n", b"\t", b"-", b"--", b"\\", b"'", b'"', b"\xff\xfe", b"*", b"?", b"[a]",
+              b"#", b";", b" ", b"$(x)", b"\xc3\xa9", b".", b"x"]
+    names = set()
+    while len(names) < count:
+        name = b"".join(rng.choice(pieces) for _ in range(rng.randint(1, 6)))
+        if rng.random() < 0.1:
+            name = (name + b"L" * 255)[:255]
+        if name not in (b".", b"..") and b"/" not in name:
+            names.add(name)
+    return sorted(names)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_trees_with_hostile_names_match_rsync(tmp_path, seed):
+    """Property-style: seeded random trees of hostile names, deep and wide, copied by
+    msrsync with tiny buckets equal what plain rsync copies."""
+    import random
+    from helpers import differential
+    rng = random.Random(seed)
+    src = os.fsencode(tmp_path / "src")
+    os.makedirs(src)
+    dirs = [src]
+    for name in _hostile_names(rng, 120):
+        parent = rng.choice(dirs)
+        path = os.path.join(parent, name)
+        if len(path) > 3900:
+            continue
+        if rng.random() < 0.3:
+            os.mkdir(path)
+            dirs.append(path)
+        else:
+            with open(path, "wb") as handle:
+                handle.write(name * rng.randint(0, 3))
+    age(src)
+    differential(tmp_path, [src + b"/"], ["-p", str(rng.choice([1, 2, 4])), "-f",
+                                          str(rng.choice([1, 3, 7]))], ["-a"])
+
+
+def test_deep_nesting_and_long_paths_match_rsync(tmp_path):
+    """150 levels, and a path of about 4,000 bytes of 255-byte components."""
+    from helpers import differential
+    src = os.fsencode(tmp_path / "src")
+    deep = os.path.join(src, *[b"d%03d" % i for i in range(150)])
+    os.makedirs(deep)
+    with open(os.path.join(deep, b"leaf"), "wb") as handle:
+        handle.write(b"deep")
+    long_dir = src
+    while len(long_dir) < 3600:
+        long_dir = os.path.join(long_dir, b"L" * 250)
+    os.makedirs(long_dir)
+    with open(os.path.join(long_dir, b"f" * 200), "wb") as handle:
+        handle.write(b"long")
+    age(src)
+    differential(tmp_path, [src + b"/"], ["-p", "2", "-f", "5"], ["-a"])
