@@ -373,8 +373,10 @@ def test_unreadable_source_directory_exits_23_as_nonroot(nonroot):
 
 
 def test_worker_killed_by_foreign_signal_exits_41(tmp_path):
+    """(With --retries 0: by default such a bucket runs again, see test_signals.py.)"""
     src = make_tree(tmp_path / "src", "big", count=2, size=1 << 20)
-    proc = start_msrsync("--rsync", "-a --bwlimit=100", src + b"/", tmp_path / "dest")
+    proc = start_msrsync("--retries", "0", "--rsync", "-a --bwlimit=100", src + b"/",
+                         tmp_path / "dest")
     try:
         def leader():
             for pid, _ in rsync_processes_mentioning(os.fsencode(tmp_path)):
