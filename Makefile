@@ -26,8 +26,8 @@ help:
 	@echo "  man         render $(MANPAGE); fails on any warning"
 	@echo "  install     install msrsync and its man page under \$$(DESTDIR)\$$(PREFIX) [$(DESTDIR)$(PREFIX)]"
 	@echo "  uninstall   remove what install installed"
-	@echo "  bench       quick benchmark: $(PYTHON) bench/bench.py --quick"
-	@echo "  bench-full  full benchmark: $(PYTHON) bench/bench.py"
+	@echo "  bench       every benchmark section at small sizes, under 5 minutes: $(PYTHON) bench/suite.py --quick"
+	@echo "  bench-full  every section at full size (hours): $(PYTHON) bench/suite.py; $(PYTHON) bench/bench.py --memory"
 	@echo "  bench-remote push over ssh to a private loopback sshd: $(PYTHON) bench/remote.py --reps 3"
 	@echo "  clean       remove __pycache__, .pytest_cache and bench/results*"
 
@@ -46,8 +46,8 @@ lint:
 	  $(PYTHON) -c "$(COMPILE)" msrsync $(wildcard tests/*.py bench/*.py); \
 	fi; \
 	if [ -n "$(PY36)" ]; then \
-	  echo "$(PY36): compile msrsync"; \
-	  "$(PY36)" -c "$(COMPILE)" msrsync; \
+	  echo "$(PY36): compile msrsync $(wildcard bench/*.py)"; \
+	  "$(PY36)" -c "$(COMPILE)" msrsync $(wildcard bench/*.py); \
 	else \
 	  echo "no Python 3.6 found (set PY36=/path/to/python3.6): skipping the 3.6 check"; \
 	fi
@@ -72,10 +72,11 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/msrsync $(DESTDIR)$(MANDIR)/man1/msrsync.1
 
 bench:
-	$(PYTHON) bench/bench.py --quick
+	$(PYTHON) bench/suite.py --quick
 
 bench-full:
-	$(PYTHON) bench/bench.py
+	$(PYTHON) bench/suite.py
+	$(PYTHON) bench/bench.py --memory
 
 bench-remote:
 	$(PYTHON) bench/remote.py --reps 3

@@ -32,27 +32,32 @@ measures only local copies.
 
 import argparse
 import collections
-import hashlib
 import json
 import os
 import platform
-import random
 import shlex
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+# the helpers shared with remote.py and suite.py; mirror.py imports build_dataset and
+# settle_caches from here
+from common import (HWM_SAMPLE_SECONDS, BenchError, Spawner,  # noqa: E402,F401
+                    build_dataset, command_prefix, count_tree, dataset_layout, file_digest,
+                    filesystem_of, first_line_of, fmt_seconds, is_python_script, loadavg, log,
+                    measure, mib, parse_int_list, positive_int, remove_tree, run_main,
+                    settle_caches, tail, write_json)
 
 # ---------------------------------------------------------------------------
 # Constants
 # ---------------------------------------------------------------------------
 
 BENCH_VERSION = "1.0"
-HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_MSRSYNC = os.path.join(HERE, os.pardir, "msrsync")
 
 # The options msrsync passes to rsync by default (SPEC: -r/--rsync default);
@@ -60,16 +65,18 @@ DEFAULT_MSRSYNC = os.path.join(HERE, os.pardir, "msrsync")
 RSYNC_OPTS = ["-aS", "--numeric-ids"]
 # fpsync hands rsync --files-from lists and must not get -r: -a minus -r.
 FPSYNC_RSYNC_OPTS = "-lptgoDS --numeric-ids"
+# `find | parallel -j N rsync`, split by SRC's top-level entries (tool parallel-pN):
+# each job copies one of them into DST; DST is made first so that no two jobs race to
+# create it.  $1 SRC, $2 N, $3 DST, then rsync and its options.
+PARALLEL_SCRIPT = ('cd "$1" && mkdir -p "$3" && dst=$3 && n=$2 && shift 3 && '
+                   'find . -mindepth 1 -maxdepth 1 -print0 '
+                   '| parallel --will-cite -0 -q -j "$n" "$@" {} "$dst"')
 
 DEFAULT_FILES_FULL = 100000
 DEFAULT_FILES_QUICK = 20000
 DEFAULT_REPS = 3
 DEFAULT_PROCS = (1, 2, 4)
 DEFAULT_SEED = 20240601
-FILES_PER_DIR = 50          # ~N/50 leaf directories
-TOP_DIRS = 40               # first level; each holds ~N/50/40 subdirectories
-MAX_FILE_SIZE_BITS = 13     # sizes 0..8191 bytes
-RANDOM_BLOCK_SIZE = 1 << 20  # contents are slices of this one random block
 
 MEMORY_SIZES = (100000, 1000000)
 MEMORY_FILES_PER_DIR = 1000
@@ -77,212 +84,22 @@ MEMORY_COPY_PROCS = 4
 
 SCENARIO_INITIAL = "initial copy"
 SCENARIO_UPTODATE = "up-to-date re-run"
-SCENARIOS = (SCENARIO_INITIAL, SCENARIO_UPTODATE)
+SCENARIO_RECHECK = "-c re-check"      # --rerun-only with -c in --rsync-opts
 
-DROP_CACHES = "/proc/sys/vm/drop_caches"
-PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 OUTLIER_FACTOR = 2.0        # a run slower than this times its median is flagged
-HWM_SAMPLE_SECONDS = 0.02
 
 # ---------------------------------------------------------------------------
 # Value types
 # ---------------------------------------------------------------------------
 
 # One tool under test: `label` is what the table shows, `kind` one of
-# rsync/msrsync/fpsync/orig-msrsync, `procs` its parallelism (None for rsync).
+# rsync/msrsync/fpsync/orig-msrsync/parallel, `procs` its parallelism (None for rsync).
 Tool = collections.namedtuple("Tool", "label kind procs")
-
-# What a finished child cost: wall seconds, CPU seconds of the child and its
-# reaped descendants, ru_maxrss of that tree in KiB (the largest single
-# process), the child's own VmHWM in KiB sampled from /proc (0 if unseen),
-# and its exit status (negative: killed by that signal).
-Measure = collections.namedtuple(
-    "Measure", "wall user sys maxrss_kib self_hwm_kib exit_code")
-
-# A tree's shape as counted by count_tree().
-TreeCount = collections.namedtuple("TreeCount", "files dirs symlinks others bytes")
-
-
-class BenchError(Exception):
-    """A problem that stops the benchmark; main() prints it on one line."""
-
-
-# ---------------------------------------------------------------------------
-# Utilities
-# ---------------------------------------------------------------------------
-
-def log(msg):
-    """Progress lines go to stderr so stdout holds only the tables."""
-    sys.stderr.write("[bench %s] %s\n" % (time.strftime("%H:%M:%S"), msg))
-    sys.stderr.flush()
-
-
-def mib(kib):
-    return kib / 1024.0
-
-
-def fmt_seconds(s):
-    return "%.2f" % s if s < 100 else "%.1f" % s
-
-
-def parse_int_list(text):
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected comma-separated integers: %r" % text)
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError("values must be >= 1: %r" % text)
-    return values
-
-
-def positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("not an integer: %r" % text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be >= 1: %r" % text)
-    return value
-
-
-def is_python_script(path):
-    """True when PATH starts with a python shebang: we then run it with this
-    interpreter, so every python tool is measured with the same Python and
-    without a launcher (pyenv shims cost ~50 ms per start)."""
-    try:
-        with open(path, "rb") as f:
-            first = f.readline(200)
-    except OSError:
-        return False
-    return first.startswith(b"#!") and b"python" in first
-
-
-def command_prefix(path):
-    return [sys.executable, path] if is_python_script(path) else [path]
-
-
-def file_digest(path):
-    """sha256 of PATH: tells which msrsync was measured, and whether it
-    changed while the benchmark ran."""
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 16), b""):
-                h.update(chunk)
-    except OSError:
-        return None
-    return h.hexdigest()
-
-
-def first_line_of(argv, required=False):
-    """First line ARGV prints (a --version).  REQUIRED: a failure raises, so
-    a broken tool stops the benchmark before the dataset is built."""
-    try:
-        out = subprocess.check_output(argv, stderr=subprocess.STDOUT,
-                                      universal_newlines=True, timeout=30)
-    except subprocess.CalledProcessError as exc:
-        if required:
-            raise BenchError("%s failed (exit %d): %s" % (
-                " ".join(argv[-2:]), exc.returncode,
-                " | ".join(exc.output.strip().splitlines()[-3:])))
-        return "unavailable (exit %d)" % exc.returncode
-    except (OSError, subprocess.SubprocessError) as exc:
-        if required:
-            raise BenchError("cannot run %s: %s" % (" ".join(argv[-2:]), exc))
-        return "unavailable (%s)" % exc
-    lines = out.strip().splitlines()
-    return lines[0].strip() if lines else ""
-
-
-def filesystem_of(path):
-    """(mount point, fs type) of the mount holding PATH, from /proc/mounts."""
-    path = os.path.realpath(path)
-    best = ("?", "?")
-    best_len = -1
-    try:
-        with open("/proc/mounts") as f:
-            for line in f:
-                fields = line.split()
-                if len(fields) < 3:
-                    continue
-                mnt = fields[1].replace("\\040", " ")
-                inside = path == mnt or path.startswith(mnt.rstrip("/") + "/")
-                if inside and len(mnt) > best_len:
-                    best, best_len = (mnt, fields[2]), len(mnt)
-    except OSError:
-        pass
-    return best
-
-
-def loadavg():
-    try:
-        return list(os.getloadavg())
-    except OSError:
-        return None
-
-
-def remove_tree(path):
-    """Remove PATH if it exists (never timed)."""
-    if os.path.lexists(path):
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        else:
-            os.unlink(path)
-
-
-def settle_caches(drop):
-    """Flush dirty data (always) and, when DROP, empty the page cache,
-    dentries and inodes so every run starts cold.  Returns True only when
-    the kernel accepted the drop (needs root; refused in most containers)."""
-    os.sync()
-    if not drop:
-        return False
-    try:
-        with open(DROP_CACHES, "w") as f:
-            f.write("3\n")
-        return True
-    except OSError:
-        return False
 
 
 # ---------------------------------------------------------------------------
 # Dataset
 # ---------------------------------------------------------------------------
-
-def dataset_layout(nfiles):
-    """(top dirs, subdirs per top dir): about nfiles/50 leaf directories."""
-    leaves = max(1, int(round(nfiles / float(FILES_PER_DIR))))
-    tops = min(TOP_DIRS, leaves)
-    subs = -(-leaves // tops)
-    return tops, subs
-
-
-def build_dataset(src, nfiles, seed):
-    """Create SRC with NFILES files; returns its TreeCount.
-
-    File i goes to leaf directory i % leaves, so every leaf holds ~50 files
-    and a top directory ~50 * subs entries (above msrsync's default -f 1000
-    for the full tree: it has to split top directories into subtrees).
-    Sizes and content offsets come from random.Random(seed).getrandbits,
-    whose output is stable across Python versions."""
-    rng = random.Random(seed)
-    block = rng.getrandbits(8 * RANDOM_BLOCK_SIZE).to_bytes(RANDOM_BLOCK_SIZE, "little")
-    tops, subs = dataset_layout(nfiles)
-    leaves = [os.path.join(src, "d%02d" % t, "s%03d" % s)
-              for t in range(tops) for s in range(subs)]
-    for leaf in leaves:
-        os.makedirs(leaf)
-    total = 0
-    width = len(str(max(nfiles - 1, 1)))
-    for i in range(nfiles):
-        size = rng.getrandbits(MAX_FILE_SIZE_BITS)
-        offset = rng.getrandbits(20) % (RANDOM_BLOCK_SIZE - size + 1)
-        path = os.path.join(leaves[i % len(leaves)], "f%0*d.dat" % (width, i))
-        with open(path, "wb") as f:
-            f.write(block[offset:offset + size])
-        total += size
-    return TreeCount(nfiles, 1 + tops + len(leaves), 0, 0, total)
-
 
 def prepare_dataset(workdir, nfiles, seed):
     """Reuse WORKDIR/src when its manifest matches (a --workdir kept from an
@@ -334,180 +151,6 @@ def build_empty_tree(root, nfiles, per_dir=MEMORY_FILES_PER_DIR):
         d += 1
 
 
-def count_tree(root):
-    """Count ROOT's entries (root itself included in dirs), never following
-    symlinks; bytes is the sum of regular files' sizes."""
-    files = dirs = links = others = size = 0
-    stack = [root]
-    while stack:
-        top = stack.pop()
-        dirs += 1
-        with os.scandir(top) as it:
-            for entry in it:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                elif entry.is_file(follow_symlinks=False):
-                    files += 1
-                    size += entry.stat(follow_symlinks=False).st_size
-                elif entry.is_symlink():
-                    links += 1
-                else:
-                    others += 1
-    return TreeCount(files, dirs, links, others, size)
-
-
-# ---------------------------------------------------------------------------
-# Measuring one child
-# ---------------------------------------------------------------------------
-
-def _sample_hwm(pid, stop, result):
-    """Poll /proc/PID/status for VmHWM (the process's own peak RSS) until
-    STOP is set.  wait4's ru_maxrss is the largest of the whole tree, so this
-    is how we tell msrsync's own memory from that of its rsync children."""
-    path = "/proc/%d/status" % pid
-    while not stop.is_set():
-        try:
-            with open(path) as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        result[0] = max(result[0], int(line.split()[1]))
-                        break
-        except (OSError, ValueError):
-            pass
-        stop.wait(HWM_SAMPLE_SECONDS)
-
-
-class Spawner(object):
-    """Starts the measured commands so that ru_maxrss is theirs alone.
-
-    Linux folds the resident size a process had *before* exec into its
-    ru_maxrss (fs/exec.c: setmax_mm_hiwater_rss), so every child forked
-    straight from this Python process reports at least our own RSS (~20 MB
-    with the dataset built), more than rsync itself uses.  GNU time avoids it
-    by being tiny; we get the same by launching through /bin/sh: sh starts
-    the command in the background (a fork of a ~1.5 MB shell), prints its
-    pid and exits, and the command, orphaned, is re-parented to us because
-    we made ourselves a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so
-    os.wait4 still gives us its rusage.  Without prctl or /bin/sh, children
-    are forked directly and `floor_kib` says how much that adds."""
-
-    __slots__ = ("prefix", "floor_kib", "how")
-
-    # fd 3 carries the pid back; the command's stdout and stderr go to the log.
-    LAUNCH = 'exec 3>&1 >&2; "$@" 3>&- & echo $! >&3'
-
-    def __init__(self):
-        self.prefix = None      # argv prefix of the sh launcher, None = direct fork
-        self.floor_kib = None   # ru_maxrss of `sleep` started the same way
-        self.how = "forked directly by bench.py"  # one line for the header
-        if os.path.exists("/bin/sh") and _become_subreaper():
-            self.prefix = ["/bin/sh", "-c", self.LAUNCH, "sh"]
-            # An asynchronous command of a non-interactive shell starts with
-            # SIGINT and SIGQUIT ignored; env --default-signal (coreutils
-            # 8.31+) gives them back their default action.
-            if subprocess.call(["env", "--default-signal=INT,QUIT", "true"],
-                               stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL) == 0:
-                self.prefix += ["env", "--default-signal=INT,QUIT"]
-            self.how = "launched through /bin/sh, bench.py a child subreaper"
-
-    def calibrate(self, log_path):
-        """Measure the floor: what a command that uses ~no memory reports."""
-        self.floor_kib = measure(["sleep", "0.1"], log_path, self).maxrss_kib
-        return self.floor_kib
-
-    def start(self, argv, out):
-        """Start ARGV with stdout+stderr to OUT; return its pid."""
-        if self.prefix is None:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT)
-            proc.returncode = 0  # we reap it with os.wait4: keep Popen from waiting
-            return proc.pid
-        launcher = subprocess.Popen(self.prefix + argv, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=out)
-        line = launcher.stdout.readline()
-        launcher.stdout.close()
-        launcher.wait()
-        try:
-            return int(line)
-        except ValueError:
-            raise BenchError("the /bin/sh launcher gave no pid for %s" % argv[0])
-
-
-def _become_subreaper():
-    """prctl(PR_SET_CHILD_SUBREAPER, 1): orphaned descendants become ours."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (ImportError, OSError, AttributeError):
-        return False
-
-
-def reap_orphans():
-    """Collect any exited descendant re-parented to us (a subreaper must)."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-def measure(argv, log_path, spawner):
-    """Run ARGV (stdout+stderr to LOG_PATH) and return its Measure.
-
-    The wall time spans the start to the reap.  os.waitid(WNOWAIT) waits for
-    the exit without reaping, so the /proc sampler stops before the pid can
-    be reused; os.wait4 then reaps it and returns the rusage of the command
-    plus every descendant it waited for (Linux: CPU summed, ru_maxrss the
-    largest single process)."""
-    with open(log_path, "ab") as out:
-        out.write(("$ %s\n" % " ".join(shlex.quote(a) for a in argv)).encode())
-        out.flush()
-        t0 = time.monotonic()
-        pid = spawner.start(argv, out)
-        stop = threading.Event()
-        hwm = [0]
-        sampler = threading.Thread(target=_sample_hwm, args=(pid, stop, hwm))
-        sampler.daemon = True
-        sampler.start()
-        try:
-            try:
-                os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-            except AttributeError:
-                pass
-            stop.set()
-            sampler.join()
-            _, status, ru = os.wait4(pid, 0)
-        except ChildProcessError:
-            raise BenchError("lost track of %s (pid %d)" % (argv[0], pid))
-        except KeyboardInterrupt:
-            # Launched in the background, the command may not see the
-            # terminal's SIGINT: stop it ourselves.
-            stop.set()
-            os.kill(pid, signal.SIGTERM)
-            os.wait4(pid, 0)
-            raise
-        wall = time.monotonic() - t0
-    reap_orphans()
-    if os.WIFSIGNALED(status):
-        code = -os.WTERMSIG(status)
-    else:
-        code = os.WEXITSTATUS(status)
-    return Measure(wall, ru.ru_utime, ru.ru_stime, ru.ru_maxrss, hwm[0], code)
-
-
-def tail(path, lines=5):
-    try:
-        with open(path, "rb") as f:
-            data = f.read()[-4000:]
-    except OSError:
-        return ""
-    return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
-
-
 # ---------------------------------------------------------------------------
 # Tools
 # ---------------------------------------------------------------------------
@@ -521,14 +164,15 @@ def make_tools(args):
             tools.append(Tool("rsync", "rsync", None))
             continue
         kind, _, procs = name.partition("-p")
-        if kind not in ("msrsync", "fpsync", "orig-msrsync") or \
+        if kind not in ("msrsync", "fpsync", "orig-msrsync", "parallel") or \
                 (procs and not procs.isdigit()):
-            raise BenchError("unknown tool %r (rsync, msrsync, msrsync-pN, "
-                             "fpsync, fpsync-pN, orig-msrsync, orig-msrsync-pN)" % name)
+            raise BenchError("unknown tool %r (rsync, msrsync, msrsync-pN, fpsync, "
+                             "fpsync-pN, orig-msrsync, orig-msrsync-pN, parallel, "
+                             "parallel-pN)" % name)
         for p in ([int(procs)] if procs else args.procs):
-            label = {"msrsync": "msrsync", "fpsync": "fpsync",
-                     "orig-msrsync": "orig msrsync"}[kind]
-            tools.append(Tool("%s -p%d" % (label, p), kind, p))
+            label = {"msrsync": "msrsync -p", "fpsync": "fpsync -p",
+                     "orig-msrsync": "orig msrsync -p", "parallel": "parallel -j"}[kind]
+            tools.append(Tool("%s%d" % (label, p), kind, p))
     if args.fpsync and not any(t.kind == "fpsync" for t in tools):
         tools += [Tool("fpsync -p%d" % p, "fpsync", p) for p in args.procs]
     if args.orig_msrsync and not any(t.kind == "orig-msrsync" for t in tools):
@@ -536,7 +180,8 @@ def make_tools(args):
     if not tools:
         raise BenchError("no tool to run")
     for kind, path in (("msrsync", args.msrsync), ("fpsync", args.fpsync),
-                       ("orig-msrsync", args.orig_msrsync)):
+                       ("orig-msrsync", args.orig_msrsync),
+                       ("parallel", shutil.which("parallel") or "parallel")):
         if any(t.kind == kind for t in tools):
             if not path:
                 raise BenchError("%s needs --%s PATH" % (kind, kind))
@@ -545,22 +190,50 @@ def make_tools(args):
     return tools
 
 
+def without_recursion(opts):
+    """OPTS (a list) as one string for fpsync's -o: -a spelled out without -r (fpsync
+    gives rsync lists of files), -r and --recursive dropped."""
+    out = []
+    for o in opts:
+        if o in ("--archive", "--recursive", "-r"):
+            o = "-lptgoD" if o == "--archive" else ""
+        elif o.startswith("-") and not o.startswith("--"):
+            o = o.replace("a", "lptgoD").replace("r", "")
+            o = "" if o == "-" else o
+        if o:
+            out.append(o)
+    return " ".join(shlex.quote(o) for o in out)
+
+
+def has_checksum(opts):
+    """True when the rsync options OPTS (a string) hold -c / --checksum."""
+    return any(o == "--checksum" or (o.startswith("-") and not o.startswith("--")
+                                     and "c" in o[1:]) for o in shlex.split(opts))
+
+
 def tool_argv(tool, src, dst, args, workdir):
     """The exact command line of TOOL copying SRC/ into DST/."""
     src_slash = src.rstrip("/") + "/"
     dst_slash = dst.rstrip("/") + "/"
+    opts = shlex.split(args.rsync_opts)
+    # msrsync's --rsync only when the options are not its default (RSYNC_OPTS)
+    msr_rsync = [] if opts == RSYNC_OPTS else ["--rsync", args.rsync_opts]
     if tool.kind == "rsync":
-        return [args.rsync] + RSYNC_OPTS + [src_slash, dst_slash]
+        return [args.rsync] + opts + [src_slash, dst_slash]
     if tool.kind == "msrsync":
         return (command_prefix(args.msrsync) + ["-p", str(tool.procs)]
-                + shlex.split(args.msrsync_opts) + [src_slash, dst_slash])
+                + shlex.split(args.msrsync_opts) + msr_rsync + [src_slash, dst_slash])
     if tool.kind == "orig-msrsync":
-        return command_prefix(args.orig_msrsync) + ["-p", str(tool.procs),
-                                                     src_slash, dst_slash]
+        return command_prefix(args.orig_msrsync) + ["-p", str(tool.procs)] + msr_rsync + [
+            src_slash, dst_slash]
     if tool.kind == "fpsync":
         return [args.fpsync, "-n", str(tool.procs), "-t",
-                os.path.join(workdir, "fpsync-tmp"), "-o", FPSYNC_RSYNC_OPTS,
+                os.path.join(workdir, "fpsync-tmp"), "-o",
+                FPSYNC_RSYNC_OPTS if opts == RSYNC_OPTS else without_recursion(opts),
                 src_slash, dst_slash]
+    if tool.kind == "parallel":
+        return (["/bin/sh", "-c", PARALLEL_SCRIPT, "sh", src_slash, str(tool.procs),
+                 dst_slash, args.rsync] + opts)
     raise BenchError("unknown tool kind %r" % tool.kind)
 
 
@@ -622,7 +295,7 @@ def run_one(tool, scenario, rep, src, dst, expected, args, workdir, spawner, run
     if m.exit_code != 0:
         problems.append("exit code %d; last lines of %s:\n%s"
                         % (m.exit_code, log_path, tail(log_path)))
-    if scenario == SCENARIO_INITIAL:
+    if scenario == SCENARIO_INITIAL or args.rerun_only:
         check = check_copy(src, dst, expected, args, log_path)
         record["check"] = "ok" if not check else "; ".join(check)
         problems += check
@@ -639,17 +312,44 @@ def run_one(tool, scenario, rep, src, dst, expected, args, workdir, spawner, run
     return record
 
 
+def make_uptodate(src, dst, expected, args, workdir):
+    """--rerun-only: DEST made complete once, untimed, by plain rsync with
+    RSYNC_OPTS; every timed run is then a re-run onto it."""
+    log("--rerun-only: making DEST up to date (untimed)")
+    remove_tree(dst)
+    argv = [args.rsync] + RSYNC_OPTS + [src.rstrip("/") + "/", dst.rstrip("/") + "/"]
+    log_path = os.path.join(workdir, "logs", "make-uptodate.log")
+    with open(log_path, "ab") as out:
+        code = subprocess.call(argv, stdin=subprocess.DEVNULL, stdout=out,
+                               stderr=subprocess.STDOUT)
+    problems = check_copy(src, dst, expected, args, log_path) if code == 0 else [
+        "exit code %d; last lines of %s:\n%s" % (code, log_path, tail(log_path))]
+    if problems:
+        raise BenchError("cannot make DEST up to date: %s" % "; ".join(problems))
+
+
+def rerun_scenario(args):
+    return SCENARIO_RECHECK if has_checksum(args.rsync_opts) else SCENARIO_UPTODATE
+
+
 def run_benchmark(tools, src, expected, args, workdir, spawner):
     """Round-robin: at repetition r the tool order is rotated by r, and each
     tool does its initial copy then its up-to-date re-run back to back (the
-    re-run needs the DEST the copy just made)."""
+    re-run needs the DEST the copy just made).  With --rerun-only, DEST is
+    made up to date once and each tool does the re-run only."""
     dst = os.path.join(workdir, "dst")
     runs, failures = [], []
+    if args.rerun_only:
+        make_uptodate(src, dst, expected, args, workdir)
     for rep in range(1, args.reps + 1):
         k = (rep - 1) % len(tools)
         order = tools[k:] + tools[:k]
         log("repetition %d/%d: %s" % (rep, args.reps, ", ".join(t.label for t in order)))
         for tool in order:
+            if args.rerun_only:
+                run_one(tool, rerun_scenario(args), rep, src, dst, expected,
+                        args, workdir, spawner, runs, failures)
+                continue
             first = run_one(tool, SCENARIO_INITIAL, rep, src, dst, expected,
                             args, workdir, spawner, runs, failures)
             if first["exit_code"] == 0:
@@ -666,7 +366,11 @@ def run_benchmark(tools, src, expected, args, workdir, spawner):
 def summarize(tools, runs):
     """One row per (scenario, tool): medians over the successful runs."""
     rows = []
-    for scenario in SCENARIOS:
+    scenarios = []
+    for r in runs:
+        if r["scenario"] not in scenarios:
+            scenarios.append(r["scenario"])
+    for scenario in scenarios:
         base = None
         for tool in tools:
             mine = [r for r in runs if r["tool"] == tool.label
@@ -783,17 +487,6 @@ def describe_environment(env, extra):
     lines.append("- load average at start: %s" % (
         " ".join("%.2f" % x for x in env["loadavg_start"]) if env["loadavg_start"] else "?"))
     return "\n".join(lines)
-
-
-def write_json(path, payload):
-    if path == "-":
-        json.dump(payload, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return
-    with open(path, "w") as f:
-        json.dump(payload, f, indent=2)
-        f.write("\n")
-    log("JSON written to %s" % path)
 
 
 # ---------------------------------------------------------------------------
@@ -913,7 +606,9 @@ def parse_args(argv):
                "  python3 bench/bench.py --quick\n"
                "  python3 bench/bench.py --json bench-full.json\n"
                "  python3 bench/bench.py --tools rsync --quick\n"
-               "  python3 bench/bench.py --memory",
+               "  python3 bench/bench.py --rerun-only --rsync-opts=-ac   # -c re-check\n"
+               "  python3 bench/bench.py --memory\n"
+               "  python3 bench/suite.py --help   # the other datasets and sections",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
                    help="small run, under 5 minutes (%d files)" % DEFAULT_FILES_QUICK)
@@ -933,6 +628,13 @@ def parse_args(argv):
                    help="-p values for msrsync/fpsync/orig-msrsync [1,2,4]")
     p.add_argument("--msrsync-opts", default="", metavar="OPTS",
                    help="extra msrsync options as one string, e.g. '-f 2000'")
+    p.add_argument("--rsync-opts", default=" ".join(RSYNC_OPTS), metavar="OPTS",
+                   help="rsync options of every tool, e.g. --rsync-opts=-ac: rsync gets "
+                        "them, msrsync gets --rsync OPTS [%s]" % " ".join(RSYNC_OPTS))
+    p.add_argument("--rerun-only", action="store_true",
+                   help="time only the re-run onto a DEST made up to date once (untimed, "
+                        "rsync %s); with -c in --rsync-opts: the -c re-check"
+                        % " ".join(RSYNC_OPTS))
     p.add_argument("--workdir", metavar="DIR",
                    help="where src/ dst/ logs/ go; kept (and src reused) when given "
                         "[a temp dir under /var/tmp, removed at the end]")
@@ -1013,8 +715,9 @@ def run_copy_benchmark(args):
         "repetitions: %d, interleaved round-robin; page cache dropped before "
         "%d of %d runs" % (args.reps, dropped, len(runs)),
         "commands: %s" % "; ".join(command_templates(tools, args)),
-        "check after each initial copy: file/dir counts and bytes%s"
-        % (" + rsync -ain --delete" if args.verify else ""),
+        "check after each %s: file/dir counts and bytes%s"
+        % ("run" if args.rerun_only else "initial copy",
+           " + rsync -ain --delete" if args.verify else ""),
         rss_floor_line(spawner),
         "benchmark time %.0fs (dataset build %.0fs)" % (bench_s, build_s),
     ]
@@ -1039,28 +742,15 @@ def run_copy_benchmark(args):
             "mode": "quick" if args.quick else "full", "environment": env,
             "dataset": dict(expected._asdict(), seed=args.seed, top_dirs=tops,
                             subdirs_per_top=subs),
-            "reps": args.reps, "tools": [t._asdict() for t in tools],
+            "reps": args.reps, "rsync_opts": args.rsync_opts, "rerun_only": args.rerun_only,
+            "tools": [t._asdict() for t in tools],
             "summary": rows, "runs": runs, "outliers": outliers, "failures": failures})
     return 1 if failures else 0
 
 
-def _terminated(signum, frame):
-    raise KeyboardInterrupt
-
-
 def main(argv=None):
     args = parse_args(argv)
-    # SIGTERM cleans up like Ctrl-C: the running tool is stopped and the
-    # temporary work directory removed.
-    signal.signal(signal.SIGTERM, _terminated)
-    try:
-        return run_memory(args) if args.memory else run_copy_benchmark(args)
-    except BenchError as exc:
-        sys.stderr.write("bench.py: error: %s\n" % exc)
-        return 2
-    except KeyboardInterrupt:
-        sys.stderr.write("bench.py: interrupted\n")
-        return 130
+    return run_main("bench.py", run_memory if args.memory else run_copy_benchmark, args)
 
 
 if __name__ == "__main__":

@@ -27,36 +27,32 @@ sshd's children's times, read from /proc once its sessions are gone).
 
 import argparse
 import collections
-import importlib.util
 import itertools
-import json
 import os
 import platform
 import random
 import re
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import types
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from bench import (BenchError, Spawner, command_prefix, count_tree,  # noqa: E402
-                   dataset_layout, file_digest, filesystem_of, first_line_of, fmt_seconds,
-                   loadavg, measure, parse_int_list, positive_int, remove_tree,
-                   settle_caches, tail)
+from common import (MiB, BenchError, Spawner, cached_tree, command_prefix,  # noqa: E402
+                    count_tree, cpu_model, dataset_layout, describe_exit, file_digest,
+                    filesystem_of, first_line_of, fmt_seconds, load_servers, loadavg, log, measure,
+                    output_tail, parse_int_list, parse_size, pick_base, positive_int,
+                    proc_cpu_ticks, random_block, remove_tree, settle_caches, show_arg,
+                    run_main, start_sshd, tail, wait_idle, write_json, write_slices)
 
 BENCH_VERSION = "1.0"
 DEFAULT_MSRSYNC = os.path.join(REPO, "msrsync")
-SERVERS_PY = os.path.join(REPO, "tests", "remote.py")
 
-MiB = 1 << 20
 DEFAULT_SIZE = "1G"
 DEFAULT_FILES = 20000
 DEFAULT_REPS = 3
@@ -77,82 +73,22 @@ BUCKETS_WANTED = 8
 SECTION_BIG = "compressible"
 SECTION_SMALL = "small files"
 
-# rsync's exit codes (msrsync uses the same, then its own 40-43).
-EXIT_MEANINGS = {
-    1: "syntax or usage error", 2: "protocol incompatibility",
-    3: "errors selecting input/output files, dirs", 4: "requested action not supported",
-    5: "error starting client-server protocol", 10: "error in socket I/O",
-    11: "error in file I/O", 12: "error in rsync protocol data stream",
-    20: "received SIGINT, SIGTERM or SIGHUP", 23: "partial transfer due to error",
-    24: "partial transfer due to vanished source files", 30: "timeout in data send/receive",
-    40: "rsync not found, not runnable, or too old", 41: "a worker rsync was killed",
-    42: "internal error in msrsync", 255: "ssh failed",
-}
 
 # label: what the table shows; kind: rsync or msrsync; procs: -p (None for rsync);
-# opts: the rsync options (-az or -a) before -e.
-Tool = collections.namedtuple("Tool", "label kind procs opts")
+# opts: the rsync options (-az or -a) before -e; rsh: the -e command, None for the run's
+# (suite.py's ssh-options section gives each tool its own).
+Tool = collections.namedtuple("Tool", "label kind procs opts rsh")
 Dataset = collections.namedtuple("Dataset", "name path count")
 
 
-def log(msg):
-    """Progress goes to stderr, so stdout holds only the report."""
-    sys.stderr.write("[remote %s] %s\n" % (time.strftime("%H:%M:%S"), msg))
-    sys.stderr.flush()
-
-
-# ---------------------------------------------------------------------------
-# The private sshd (tests/remote.py)
-# ---------------------------------------------------------------------------
-
-def load_servers():
-    """tests/remote.py as a module of its own name (this file is also called remote.py).
-    It imports pytest, but uses it only in its fixtures: without pytest, a stub does."""
-    if not os.path.exists(SERVERS_PY):
-        raise BenchError("%s not found: it starts the private sshd" % SERVERS_PY)
-    if "pytest" not in sys.modules and importlib.util.find_spec("pytest") is None:
-        sys.modules["pytest"] = types.ModuleType("pytest")
-    spec = importlib.util.spec_from_file_location("msrsync_test_servers", SERVERS_PY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def proc_cpu_ticks(pid):
-    """utime+stime+cutime+cstime of PID in clock ticks: the sshd's own CPU plus that of
-    every child it has reaped (its sessions, which include the remote rsyncs)."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return sum(int(v) for v in fields[11:15])
-
-
-def wait_idle(servers, pid, timeout=60):
-    """Wait until the sshd has no session left (untimed); False on timeout."""
-    deadline = time.monotonic() + timeout
-    while servers.descendants(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+def big_size(text):
+    """--size: a size (1G, 50M) of at least one byte per file."""
+    return parse_size(text, BIG_FILES)
 
 
 # ---------------------------------------------------------------------------
 # Datasets
 # ---------------------------------------------------------------------------
-
-def parse_size(text):
-    """1G, 50M, 1.5G, 4096 (powers of 1024) -> bytes."""
-    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", text, re.I)
-    if not m:
-        raise argparse.ArgumentTypeError("not a size: %r (e.g. 1G, 50M)" % text)
-    value = float(m.group(1)) * 1024 ** " KMGT".index(m.group(2).upper() or " ")
-    if value < BIG_FILES:
-        raise argparse.ArgumentTypeError("size too small: %r" % text)
-    return int(value)
-
 
 def make_corpus(seed, nbytes):
     """Log-like text: timestamps, host, service, level, 3-10 words from a Zipf-weighted
@@ -199,11 +135,7 @@ def build_big(root, size, seed):
         os.makedirs(d, exist_ok=True)
         want = per_file if i < BIG_FILES - 1 else size - per_file * (BIG_FILES - 1)
         with open(os.path.join(d, "app-%02d.log" % i), "wb") as f:
-            while want > 0:
-                n = min(want, (256 << 10) + rng.getrandbits(20) % (768 << 10))
-                off = rng.getrandbits(32) % (len(corpus) - n + 1)
-                f.write(corpus[off:off + n])
-                want -= n
+            write_slices(f, want, rng, corpus, 256 << 10, (1 << 20) - 1)
     return ratio
 
 
@@ -211,7 +143,7 @@ def build_small(root, nfiles, seed):
     """NFILES files of 1-8 KiB in bench.py's two-level layout (~50 per directory),
     contents sliced out of one random block."""
     rng = random.Random(seed)
-    block = rng.getrandbits(8 * MiB).to_bytes(MiB, "little")
+    block = random_block(rng, MiB)
     tops, subs = dataset_layout(nfiles)
     leaves = [os.path.join(root, "d%02d" % t, "s%03d" % s)
               for t in range(tops) for s in range(subs)]
@@ -228,12 +160,6 @@ def build_small(root, nfiles, seed):
 def prepare_datasets(workdir, args, sections):
     """Build (or, when workdir/datasets.json matches, reuse) the datasets; returns
     ({section: Dataset}, zlib ratio or None)."""
-    manifest = os.path.join(workdir, "datasets.json")
-    try:
-        with open(manifest) as f:
-            saved = json.load(f)
-    except (OSError, ValueError):
-        saved = {}
     specs = {SECTION_BIG: ("big", {"size": args.size, "seed": args.seed},
                            lambda p: build_big(p, args.size, args.seed)),
              SECTION_SMALL: ("small", {"files": args.files, "seed": args.seed},
@@ -241,28 +167,11 @@ def prepare_datasets(workdir, args, sections):
     out, ratio = {}, None
     for section in sections:
         name, params, build = specs[section]
-        path = os.path.join(workdir, name)
-        wanted = dict(params, bench_version=BENCH_VERSION)
-        old = saved.get(name, {})
-        if old.get("params") == wanted and os.path.isdir(path) \
-                and list(count_tree(path)) == old.get("count"):
-            log("reusing %s dataset %s" % (section, path))
-            out[section] = Dataset(section, path, count_tree(path))
-            ratio = old.get("zlib_ratio", ratio)
-            continue
-        remove_tree(path)
-        log("building %s dataset in %s" % (section, path))
-        t0 = time.monotonic()
-        r = build(path)
-        count = count_tree(path)
-        log("built in %.1fs: %d files, %.1f MiB" % (time.monotonic() - t0, count.files,
-                                                    count.bytes / float(MiB)))
-        saved[name] = {"params": wanted, "count": list(count)}
-        if section == SECTION_BIG:
-            saved[name]["zlib_ratio"] = ratio = r
-        with open(manifest, "w") as f:
-            json.dump(saved, f)
+        params = dict(params, bench_version=BENCH_VERSION)
+        path, count, facts = cached_tree(workdir, name, params, build)
         out[section] = Dataset(section, path, count)
+        if section == SECTION_BIG:
+            ratio = facts
     return out, ratio
 
 
@@ -270,36 +179,10 @@ def prepare_datasets(workdir, args, sections):
 # Work directory
 # ---------------------------------------------------------------------------
 
-def mem_available():
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
 def space_needed(args, sections):
     big = args.size if SECTION_BIG in sections else 0
     small = args.files * (SMALL_MAX + 4096) if SECTION_SMALL in sections else 0
     return big + small + max(big, small) + 256 * MiB   # SRCs + one DEST + keys, logs
-
-
-def pick_base(need):
-    """/dev/shm when it (and the RAM behind it) has room, else /tmp, else /var/tmp."""
-    for base in ("/dev/shm", "/tmp", "/var/tmp"):
-        if not (os.path.isdir(base) and os.access(base, os.W_OK)):
-            continue
-        st = os.statvfs(base)
-        free = st.f_bavail * st.f_frsize
-        if filesystem_of(base)[1] in ("tmpfs", "ramfs"):
-            free = min(free, mem_available() - 1024 * MiB)   # its pages are RAM
-        if free >= need * 1.2:
-            return base
-    raise BenchError("no room for %d MiB under /dev/shm, /tmp or /var/tmp (--workdir DIR)"
-                     % (need // MiB))
 
 
 # ---------------------------------------------------------------------------
@@ -310,9 +193,9 @@ def make_tools(section, args):
     groups = ["-az", "-a"] if section == SECTION_BIG else ["-a"]
     tools = []
     for opts in groups:
-        tools.append(Tool("rsync %s" % opts, "rsync", None, opts))
+        tools.append(Tool("rsync %s" % opts, "rsync", None, opts, None))
         if not args.rsync_only:
-            tools += [Tool("msrsync -p %d %s" % (p, opts), "msrsync", p, opts)
+            tools += [Tool("msrsync -p %d %s" % (p, opts), "msrsync", p, opts, None)
                       for p in args.procs]
     return tools
 
@@ -332,18 +215,6 @@ def tool_argv(tool, section, src, dst_remote, rsh, args):
             + msrsync_opts(section, args) + ["--rsync", rsync_string, src, dst_remote])
 
 
-def output_tail(log_path, lines=3):
-    """The last LINES lines the tool printed (the log's first line is its command)."""
-    out = [l for l in tail(log_path, lines + 1).splitlines() if not l.startswith("$ ")]
-    return "\n".join(out[-lines:]) or "(no output)"
-
-
-def describe_exit(code):
-    if code < 0:
-        return "killed by signal %d" % -code
-    return "exit %d%s" % (code, " (%s)" % EXIT_MEANINGS[code] if code in EXIT_MEANINGS else "")
-
-
 def run_one(tool, data, rep, ctx):
     """One timed push into a fresh DEST; returns its record."""
     args, servers, server = ctx["args"], ctx["servers"], ctx["server"]
@@ -354,7 +225,8 @@ def run_one(tool, data, rep, ctx):
     dropped = settle_caches(not args.no_drop_caches)
     idle = wait_idle(servers, server.pid)
     before = proc_cpu_ticks(server.pid)
-    argv = tool_argv(tool, data.name, data.path, server.remote(dst + "/"), ctx["rsh"], args)
+    rsh = tool.rsh or ctx["rsh"]
+    argv = tool_argv(tool, data.name, data.path, server.remote(dst + "/"), rsh, args)
     m = measure(argv, log_path, ctx["spawner"])
     idle = wait_idle(servers, server.pid) and idle
     after = proc_cpu_ticks(server.pid)
@@ -378,8 +250,8 @@ def run_one(tool, data, rep, ctx):
     client_cpu = m.user + m.sys
     record = {
         "section": data.name, "tool": tool.label, "kind": tool.kind, "procs": tool.procs,
-        "opts": tool.opts, "rep": rep, "argv": argv, "wall_s": m.wall,
-        "cpu_client_s": client_cpu, "cpu_server_s": server_cpu,
+        "opts": tool.opts, "rsh": rsh, "rep": rep, "argv": argv, "wall_s": m.wall,
+        "cpu_client_s": client_cpu, "cpu_server_s": server_cpu, "maxrss_kib": m.maxrss_kib,
         "exit_code": m.exit_code, "cache_dropped": dropped, "ok": not problems,
         "problems": problems, "log": log_path, "loadavg_after": loadavg(),
     }
@@ -453,17 +325,6 @@ def probe(ctx, workdir):
     facts["ssh_login_s"] = statistics.median(walls)
     remove_tree(probe_dir)
     return facts
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "?"
 
 
 # ---------------------------------------------------------------------------
@@ -590,14 +451,6 @@ def describe_environment(env, lines_extra):
     return "\n".join(lines)
 
 
-def show_arg(arg):
-    """ARG quoted for a shell, in double quotes when it holds single quotes (the
-    --rsync "-az -e 'ssh ...'" of msrsync) and nothing double quotes would expand."""
-    if "'" in arg and not re.search(r'["$`\\!]', arg):
-        return '"%s"' % arg
-    return shlex.quote(arg)
-
-
 def command_lines(sections, args, rsh_shown):
     """One command line per tool kind and options, per dataset, as run."""
     out = []
@@ -647,7 +500,7 @@ def parse_args(argv):
                    help="smoke run: %s, %d files, %d repetition unless given"
                    % (QUICK_SIZE, QUICK_FILES, QUICK_REPS))
     p.add_argument("--reps", type=positive_int, help="repetitions [%d]" % DEFAULT_REPS)
-    p.add_argument("--size", type=parse_size,
+    p.add_argument("--size", type=big_size,
                    help="bytes of compressible data, K/M/G powers of 1024 [%s]" % DEFAULT_SIZE)
     p.add_argument("--files", type=positive_int, help="small files [%d]" % DEFAULT_FILES)
     p.add_argument("--procs", type=parse_int_list, default=list(DEFAULT_PROCS),
@@ -680,7 +533,7 @@ def parse_args(argv):
     if args.reps is None:
         args.reps = QUICK_REPS if args.quick else DEFAULT_REPS
     if args.size is None:
-        args.size = parse_size(QUICK_SIZE if args.quick else DEFAULT_SIZE)
+        args.size = big_size(QUICK_SIZE if args.quick else DEFAULT_SIZE)
     if args.files is None:
         args.files = QUICK_FILES if args.quick else DEFAULT_FILES
     if args.bucket_size not in ("auto", "default"):
@@ -694,10 +547,7 @@ def parse_args(argv):
 def run(args):
     sections = {"compressible": [SECTION_BIG], "small": [SECTION_SMALL]}.get(
         args.only, [SECTION_BIG, SECTION_SMALL])
-    servers = load_servers()
-    missing = servers.ssh_missing()
-    if missing:
-        raise BenchError("needs openssh: missing %s" % missing)
+    servers = load_servers()   # start_sshd() checks that openssh is there
     if not args.rsync_only and not os.path.exists(args.msrsync):
         raise BenchError("msrsync not found: %s (--msrsync PATH)" % args.msrsync)
     env = {
@@ -731,12 +581,7 @@ def run(args):
     runs, rows, failures = [], [], []
     try:
         log("starting a private sshd on 127.0.0.1 (%s)" % sshd_dir)
-        server = servers.SshServer(sshd_dir)
-        try:
-            server.prepare()
-            server.start()
-        except (servers.ServerStartError, subprocess.SubprocessError, OSError) as exc:
-            raise BenchError("cannot start the private sshd: %s" % exc)
+        server = start_sshd(servers, sshd_dir)
         rsh = server.rsh + " -o Compression=no"
         if args.cipher:
             rsh += " -c " + shlex.quote(args.cipher)
@@ -830,33 +675,13 @@ def run(args):
     if args.json:
         payload = {"environment": env, "args": {k: v for k, v in vars(args).items()},
                    "summary": rows, "runs": runs, "failures": failures}
-        if args.json == "-":
-            json.dump(payload, sys.stdout, indent=2)
-            sys.stdout.write("\n")
-        else:
-            with open(args.json, "w") as f:
-                json.dump(payload, f, indent=2)
-                f.write("\n")
-            log("JSON written to %s" % args.json)
+        write_json(args.json, payload)
     return 1 if failures else 0
-
-
-def _terminated(signum, frame):
-    raise KeyboardInterrupt
 
 
 def main(argv=None):
     args = parse_args(argv)
-    # SIGTERM cleans up like Ctrl-C: the running tool and the sshd are stopped.
-    signal.signal(signal.SIGTERM, _terminated)
-    try:
-        return run(args)
-    except BenchError as exc:
-        sys.stderr.write("remote.py: error: %s\n" % exc)
-        return 2
-    except KeyboardInterrupt:
-        sys.stderr.write("remote.py: interrupted\n")
-        return 130
+    return run_main("remote.py", run, args)
 
 
 if __name__ == "__main__":
