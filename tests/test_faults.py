@@ -182,3 +182,38 @@ def test_scan_threads_cut_the_same_buckets(tmp_path):
         counts.append((summary["buckets_total"], summary["entries_total"],
                        summary["bytes_total"]))
     assert counts[0] == counts[1]
+
+
+@pytest.mark.slow
+def test_a_million_entries_at_p8_complete_with_flat_memory(tmp_path):
+    """Load: 1,000,000 empty files (1,000 per directory, on /dev/shm when there is
+    one) copied with -p 8: exit 0, nothing left for rsync to do, and msrsync's own
+    peak RSS well under what holding the list would take (~100 bytes a name)."""
+    import resource
+    import subprocess
+    import sys
+    import tempfile
+    from helpers import MSRSYNC
+    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) \
+        else str(tmp_path)
+    work = tempfile.mkdtemp(prefix="msrsync-load-", dir=base)
+    try:
+        src = os.path.join(work, "src")
+        for d in range(1000):
+            path = os.path.join(src, "d%04d" % d)
+            os.makedirs(path)
+            for f in range(999):
+                open(os.path.join(path, "f%03d" % f), "wb").close()
+        dest = os.path.join(work, "dest")
+        proc = subprocess.Popen([sys.executable, MSRSYNC, "-p", "8", src + "/", dest + "/"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = proc.communicate(timeout=900)
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        assert proc.returncode == 0, err[-2000:]
+        left = subprocess.run(["rsync", "-ain", src + "/", dest + "/"],
+                              stdout=subprocess.PIPE, check=True).stdout
+        assert left.strip() == b"", left[:2000]
+        # ru_maxrss (KiB) is the largest of the children waited for: msrsync here
+        assert usage.ru_maxrss < 80 * 1024, usage.ru_maxrss
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
