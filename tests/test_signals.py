@@ -24,6 +24,14 @@ def _kill_leftovers(tmp_path):
 
 
 
+def _end(proc, tmp_path):
+    """After a test, failed or not: msrsync stopped, no rsync of this test left."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+    _kill_leftovers(tmp_path)
+
+
 def _assert_no_rsync_left(tmp_path):
     """Killed process groups go at once; allow the kernel a moment to reap them."""
     left = wait_for(lambda: not _running_rsyncs(tmp_path), 2) or _running_rsyncs(tmp_path)
@@ -50,10 +58,7 @@ def test_signal_stops_run_with_exit_20_and_no_rsync_left(tmp_path, signum):
         assert b"Traceback" not in err
         _assert_no_rsync_left(tmp_path)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-        _kill_leftovers(tmp_path)
+        _end(proc, tmp_path)
 
 
 @pytest.mark.slow
@@ -67,10 +72,7 @@ def test_interrupted_run_reports_interrupted_status(tmp_path):
         os.kill(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=15)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-        _kill_leftovers(tmp_path)
+        _end(proc, tmp_path)
     assert proc.returncode == 20
     assert "Status: INTERRUPTED" in text(out).splitlines()
     summary = json.loads(json_path.read_text())
@@ -94,10 +96,7 @@ def test_second_sigint_kills_at_once(tmp_path):
         assert time.monotonic() - sent < 5
         _assert_no_rsync_left(tmp_path)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-        _kill_leftovers(tmp_path)
+        _end(proc, tmp_path)
 
 
 @pytest.mark.slow
@@ -117,10 +116,7 @@ def test_sigkilled_msrsync_leaves_no_rsync_running(tmp_path):
             _running_rsyncs(tmp_path)
         assert left is True, "rsync processes left running: %r" % (left,)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-        _kill_leftovers(tmp_path)
+        _end(proc, tmp_path)
 
 
 def _ppid(pid):
@@ -157,10 +153,7 @@ def test_a_worker_rsync_killed_by_someone_else_is_retried(tmp_path, retries, exp
                         open(os.path.join(tmp_path / "dest", os.fsdecode(name)), "rb") as b:
                     assert a.read() == b.read()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-        _kill_leftovers(tmp_path)
+        _end(proc, tmp_path)
 
 
 @pytest.mark.slow
@@ -199,10 +192,7 @@ def test_resume_after_sigkill_skips_finished_buckets_and_ends_like_rsync(tmp_pat
         assert run_rsync(src + b"/", os.fsencode(oracle), opts=["-a"]).returncode == 0
         assert_same_tree(os.fsencode(oracle), os.fsencode(tmp_path / "dest"))
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-        _kill_leftovers(tmp_path)
+        _end(proc, tmp_path)
 
 
 def test_resume_needs_a_run_directory(tmp_path):
