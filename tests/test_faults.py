@@ -250,6 +250,10 @@ def tmpfs(path, size, read_only=False):
             subprocess.run(["umount", "-l", path], stderr=subprocess.PIPE)
 
 
+def remount(path, size):
+    subprocess.run(["mount", "-o", "remount,size=%s" % size, path], check=True)
+
+
 def fill(directory, leave=0):
     """Fill the file system of directory with one file, up to `leave` bytes free."""
     path = os.path.join(os.fsencode(directory), b"fill")
@@ -266,6 +270,92 @@ def fill(directory, leave=0):
     finally:
         os.close(fd)
     return path
+
+
+def _full_dest_src(root):
+    """4.8 MB of incompressible, non-sparse files (-S would store zeros as holes),
+    small files DEST also holds, and one DEST holds in an older version."""
+    spec = {"keep/": "dir/", "keep/same1": os.urandom(20000), "keep/same2": os.urandom(20000),
+            "stale": "new version\n" * 100, "big/": "dir/"}
+    for i in range(12):
+        spec["big/b%02d" % i] = os.urandom(400 * 1024)
+    build(root, spec)
+    age(root)
+
+
+def _prepopulate(src, dest):
+    """Files identical to SRC's (content and mtime), an older version of one, and
+    extraneous entries a --delete would remove."""
+    os.makedirs(os.path.join(dest, b"keep"), exist_ok=True)
+    for rel in (b"keep/same1", b"keep/same2"):
+        shutil.copy2(os.path.join(src, rel), os.path.join(dest, rel))
+    build(dest, {"stale": "old version\n", "extra/": "dir/", "extra/e1": "extraneous 1\n",
+                 "extra.txt": "extraneous 2\n"})
+    for rel in (b"stale", b"extra/e1", b"extra", b"extra.txt"):
+        os.utime(os.path.join(dest, rel), (10 ** 9, 10 ** 9))
+
+
+@pytest.mark.parametrize("rsync_opts", [None, "-a --delete"], ids=["default", "delete"])
+def test_a_full_dest_stops_the_run_and_damages_nothing(tmp_path, rsync_opts):
+    """DEST (a 3 MB tmpfs) cannot hold SRC (4.8 MB): rsync exits 11 with "No space
+    left on device (28)"; msrsync starts no further bucket, retries nothing, skips
+    the deletion and directory passes, reports one error and exits 11, and every
+    file DEST held whole is still whole.  Once there is room, the same command
+    gives plain rsync's tree."""
+    import json
+    from helpers import snapshot, stderr_lines
+    src = os.fsencode(tmp_path / "src")
+    _full_dest_src(src)
+    src_snap = snapshot(src)
+    json_path = os.fsencode(tmp_path / "run.json")
+    args = ["-p", "2", "-f", "1", "--retries", "3", "--json", json_path]
+    if rsync_opts is not None:
+        args += ["--rsync", rsync_opts]
+    args += [src + b"/", None]
+    oracle = os.fsencode(tmp_path / "oracle")
+    _prepopulate(src, oracle)
+    cp = run_rsync(src + b"/", oracle, opts=rsync_opts.split() if rsync_opts else None)
+    assert cp.returncode == 0, cp.stderr
+    with tmpfs(tmp_path / "dest", "3m") as dest:
+        args[-1] = dest
+        _prepopulate(src, dest)
+        before = snapshot(dest)
+        cp = run_msrsync(*args)
+        assert cp.returncode == 11, cp.stderr[-3000:]
+        assert b"Traceback" not in cp.stderr
+        lines = stderr_lines(cp)
+        errors = [l for l in lines if l.startswith("msrsync: error: ")]
+        assert len(errors) == 1 and "out of space at DEST" in errors[0], lines
+        assert ("deletions skipped" in errors[0]) == bool(rsync_opts), errors
+        assert len([l for l in lines if " failed: rsync exited with code 11" in l]) == 1, lines
+        assert b"No space left on device (28)" in cp.stderr
+        assert b"will run again" not in cp.stderr
+        with open(json_path) as handle:
+            summary = json.load(handle)
+        assert summary["exit_code"] == 11 and summary["status"] == "FAILURE"
+        assert summary["retried"] == [] and summary["out_of_space"], summary
+        # only the rsyncs running when DEST filled up failed
+        assert 1 <= summary["buckets_failed"] <= 4, summary["failures"]
+        launched = summary["rsync_processes"]
+        after = snapshot(dest)
+        # every file DEST held is still there, whole: as before, or SRC's (the stale
+        # one may have been replaced); the extraneous ones were not deleted
+        for rel, entry in before.items():
+            if entry["type"] == "file":
+                assert after.get(rel) in (entry, src_snap.get(rel)), rel
+        # nothing half-written: every file is SRC's whole, or was there before
+        for rel, entry in after.items():
+            assert rel == b"." or not os.path.basename(rel).startswith(b"."), rel  # temp files
+            if entry["type"] == "file":
+                assert entry in (before.get(rel), src_snap.get(rel)), rel
+        # room again: the same command converges
+        remount(dest, "16m")
+        cp = run_msrsync(*args)
+        assert cp.returncode == 0, cp.stderr[-3000:]
+        with open(json_path) as handle:
+            summary = json.load(handle)
+        assert launched < summary["buckets_total"], (launched, summary["buckets_total"])
+        assert_same_tree(oracle, dest, label_a="rsync", label_b="msrsync")
 
 
 @pytest.mark.parametrize("how", ["read-only", "full"])
