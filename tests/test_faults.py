@@ -2,9 +2,12 @@
 
 Each case is compared with what one plain rsync leaves."""
 
+import contextlib
+import errno
 import os
 import re
 import shutil
+import subprocess
 
 import pytest
 
@@ -217,3 +220,215 @@ def test_a_million_entries_at_p8_complete_with_flat_memory(tmp_path):
         assert usage.ru_maxrss < 80 * 1024, usage.ru_maxrss
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# --------------------------------------------------------------- file systems that fill up
+
+@contextlib.contextmanager
+def tmpfs(path, size, read_only=False):
+    """A tmpfs of `size` mounted on path for the test, always unmounted after.
+    Skips when mounting is refused (not root, or no CAP_SYS_ADMIN in a container)."""
+    path = os.fsencode(path)
+    os.makedirs(path, exist_ok=True)
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    options = "size=%s%s" % (size, ",ro" if read_only else "")
+    try:
+        cp = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", path],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        pytest.skip("cannot run mount: %s" % exc)
+    if cp.returncode != 0:
+        error = cp.stderr.decode("utf-8", "replace").strip()
+        if re.search(r"permission denied|not permitted|only root", error, re.I):
+            pytest.skip("mounting a tmpfs was refused: %s" % error)
+        pytest.fail("mount -t tmpfs -o %s failed: %s" % (options, error))
+    try:
+        yield path
+    finally:
+        if subprocess.run(["umount", path], stderr=subprocess.PIPE).returncode != 0:
+            subprocess.run(["umount", "-l", path], stderr=subprocess.PIPE)
+
+
+def remount(path, size):
+    subprocess.run(["mount", "-o", "remount,size=%s" % size, path], check=True)
+
+
+def fill(directory, leave=0):
+    """Fill the file system of directory with one file, up to `leave` bytes free."""
+    path = os.path.join(os.fsencode(directory), b"fill")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        while True:
+            st = os.statvfs(directory)
+            room = st.f_bavail * st.f_frsize - leave
+            if room <= 0:
+                break
+            os.write(fd, b"\xa5" * min(room, 1 << 16))
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC and not leave, exc
+    finally:
+        os.close(fd)
+    return path
+
+
+def _full_dest_src(root):
+    """4.8 MB of incompressible, non-sparse files (-S would store zeros as holes),
+    small files DEST also holds, and one DEST holds in an older version."""
+    spec = {"keep/": "dir/", "keep/same1": os.urandom(20000), "keep/same2": os.urandom(20000),
+            "stale": "new version\n" * 100, "big/": "dir/"}
+    for i in range(12):
+        spec["big/b%02d" % i] = os.urandom(400 * 1024)
+    build(root, spec)
+    age(root)
+
+
+def _prepopulate(src, dest):
+    """Files identical to SRC's (content and mtime), an older version of one, and
+    extraneous entries a --delete would remove."""
+    os.makedirs(os.path.join(dest, b"keep"), exist_ok=True)
+    for rel in (b"keep/same1", b"keep/same2"):
+        shutil.copy2(os.path.join(src, rel), os.path.join(dest, rel))
+    build(dest, {"stale": "old version\n", "extra/": "dir/", "extra/e1": "extraneous 1\n",
+                 "extra.txt": "extraneous 2\n"})
+    for rel in (b"stale", b"extra/e1", b"extra", b"extra.txt"):
+        os.utime(os.path.join(dest, rel), (10 ** 9, 10 ** 9))
+
+
+@pytest.mark.parametrize("rsync_opts", [None, "-a --delete"], ids=["default", "delete"])
+def test_a_full_dest_stops_the_run_and_damages_nothing(tmp_path, rsync_opts):
+    """DEST (a 3 MB tmpfs) cannot hold SRC (4.8 MB): rsync exits 11 with "No space
+    left on device (28)"; msrsync starts no further bucket, retries nothing, skips
+    the deletion and directory passes, reports one error and exits 11, and every
+    file DEST held whole is still whole.  Once there is room, the same command
+    gives plain rsync's tree."""
+    import json
+    from helpers import snapshot, stderr_lines
+    src = os.fsencode(tmp_path / "src")
+    _full_dest_src(src)
+    src_snap = snapshot(src)
+    json_path = os.fsencode(tmp_path / "run.json")
+    args = ["-p", "2", "-f", "1", "--retries", "3", "--json", json_path]
+    if rsync_opts is not None:
+        args += ["--rsync", rsync_opts]
+    args += [src + b"/", None]
+    oracle = os.fsencode(tmp_path / "oracle")
+    _prepopulate(src, oracle)
+    cp = run_rsync(src + b"/", oracle, opts=rsync_opts.split() if rsync_opts else None)
+    assert cp.returncode == 0, cp.stderr
+    with tmpfs(tmp_path / "dest", "3m") as dest:
+        args[-1] = dest
+        _prepopulate(src, dest)
+        before = snapshot(dest)
+        cp = run_msrsync(*args)
+        assert cp.returncode == 11, cp.stderr[-3000:]
+        assert b"Traceback" not in cp.stderr
+        lines = stderr_lines(cp)
+        errors = [l for l in lines if l.startswith("msrsync: error: ")]
+        assert len(errors) == 1 and "out of space at DEST" in errors[0], lines
+        assert ("deletions skipped" in errors[0]) == bool(rsync_opts), errors
+        assert len([l for l in lines if " failed: rsync exited with code 11" in l]) == 1, lines
+        assert b"No space left on device (28)" in cp.stderr
+        assert b"will run again" not in cp.stderr
+        with open(json_path) as handle:
+            summary = json.load(handle)
+        assert summary["exit_code"] == 11 and summary["status"] == "FAILURE"
+        assert summary["retried"] == [] and summary["out_of_space"], summary
+        # only the rsyncs running when DEST filled up failed
+        assert 1 <= summary["buckets_failed"] <= 4, summary["failures"]
+        launched = summary["rsync_processes"]
+        after = snapshot(dest)
+        # every file DEST held is still there, whole: as before, or SRC's (the stale
+        # one may have been replaced); the extraneous ones were not deleted
+        for rel, entry in before.items():
+            if entry["type"] == "file":
+                assert after.get(rel) in (entry, src_snap.get(rel)), rel
+        # nothing half-written: every file is SRC's whole, or was there before
+        for rel, entry in after.items():
+            assert rel == b"." or not os.path.basename(rel).startswith(b"."), rel  # temp files
+            if entry["type"] == "file":
+                assert entry in (before.get(rel), src_snap.get(rel)), rel
+        # room again: the same command converges
+        remount(dest, "16m")
+        cp = run_msrsync(*args)
+        assert cp.returncode == 0, cp.stderr[-3000:]
+        with open(json_path) as handle:
+            summary = json.load(handle)
+        assert launched < summary["buckets_total"], (launched, summary["buckets_total"])
+        assert_same_tree(oracle, dest, label_a="rsync", label_b="msrsync")
+
+
+@pytest.mark.parametrize("how", ["read-only", "full"])
+def test_an_unwritable_bucket_dir_fails_before_any_transfer(tmp_path, how):
+    """-b DIR on a read-only or full file system (root ignores mode 0555, so the
+    tmpfs is mounted read-only, or filled): one error line, exit 11 (as for a -b
+    that is not a directory), no traceback, DEST not even created, nothing left in DIR."""
+    from helpers import snapshot, stderr_lines
+    src = os.fsencode(tmp_path / "src")
+    _tree(src)
+    src_snap = snapshot(src)
+    dest = os.fsencode(tmp_path / "dest")
+    with tmpfs(tmp_path / "buckets", "1m", read_only=how == "read-only") as buckets:
+        if how == "full":
+            fill(buckets)
+        listing = sorted(os.listdir(buckets))
+        cp = run_msrsync("-p", "2", "-b", buckets, src + b"/", dest)
+        assert cp.returncode == 11, cp.stderr
+        assert b"Traceback" not in cp.stderr
+        lines = stderr_lines(cp)
+        reason = "Read-only file system" if how == "read-only" else "No space left on device"
+        assert len(lines) == 1 and lines[0].startswith("msrsync: error: "), lines
+        assert "bucket directory" in lines[0] and reason in lines[0], lines
+        assert not os.path.lexists(dest)
+        assert sorted(os.listdir(buckets)) == listing
+    assert_same_tree(src_snap, src)
+
+
+def test_a_bucket_dir_filling_up_mid_run_is_one_error(tmp_path):
+    """The bucket directory fills up while lists and journal entries are written:
+    one error line naming it, exit 11, no traceback; run again with room, the same
+    copy gives plain rsync's tree."""
+    from helpers import stderr_lines
+    src = os.fsencode(tmp_path / "src")
+    build(src, dict(("file%03d" % i, "%d\n" % i) for i in range(300)))
+    age(src)
+    dest = os.fsencode(tmp_path / "dest")
+    with tmpfs(tmp_path / "buckets", "1m") as buckets:
+        # room for run.json and the start-up probe, not for 30 buckets' lists and states
+        fill(buckets, leave=144 * 1024)
+        cp = run_msrsync("-p", "2", "-f", "10", "-b", buckets, src + b"/", dest)
+        assert cp.returncode == 11, cp.stderr
+        assert b"Traceback" not in cp.stderr
+        lines = stderr_lines(cp)
+        assert len(lines) == 1 and lines[0].startswith(
+            "msrsync: error: cannot write the bucket directory "), lines
+        assert "No space left on device" in lines[0]
+    cp = run_msrsync("-p", "2", "-f", "10", src + b"/", dest)
+    assert cp.returncode == 0, cp.stderr
+    oracle = os.fsencode(tmp_path / "oracle")
+    assert run_rsync(src + b"/", oracle).returncode == 0
+    assert_same_tree(oracle, dest, label_a="rsync", label_b="msrsync")
+
+
+def test_bucket_files_are_private(tmp_path):
+    """The bucket directory is 0700 and every list, log, state and journal in it 0600."""
+    import stat
+    src = os.fsencode(tmp_path / "src")
+    _tree(src)
+    buckets = os.fsencode(tmp_path / "buckets")
+    os.mkdir(buckets)
+    dest = os.fsencode(tmp_path / "dest")
+    build(dest, {"extraneous": "x"})
+    cp = run_msrsync("-k", "-p", "2", "-f", "1", "-b", buckets, "--rsync", "-a --delete",
+                     src + b"/", dest)
+    assert cp.returncode == 0, cp.stderr
+    [run_dir] = os.listdir(buckets)
+    run_dir = os.path.join(buckets, run_dir)
+    assert stat.S_IMODE(os.stat(run_dir).st_mode) == 0o700
+    names = os.listdir(run_dir)
+    assert {b"run.json", b"done.journal"} <= set(names), names
+    assert any(n.endswith(b".state") for n in names), names
+    assert any(n.startswith(b"extraneous-") for n in names), names
+    for name in names:
+        mode = stat.S_IMODE(os.lstat(os.path.join(run_dir, name)).st_mode)
+        assert mode == 0o600, (name, oct(mode))
