@@ -1,0 +1,136 @@
+"""How a run is cut (issue 5): one plain rsync at -p 1 without caps, subtree
+buckets named as arguments, and the --files-from fallback for long ones.
+
+Each shape is checked two ways: the tree it leaves equals one plain rsync's,
+and the --json summary (or the kept bucket directory) shows the shape was
+really the one meant, so a test cannot pass by taking the other path."""
+
+import json
+import os
+
+import pytest
+
+from helpers import differential, run_msrsync
+from test_rsync_semantics import age, build
+
+
+def _summary(tmp_path, *args):
+    path = tmp_path / ("summary-%d.json" % len(list(tmp_path.glob("summary-*"))))
+    cp = run_msrsync(*(["--json", path] + list(args)))
+    return cp, json.loads(path.read_text())
+
+
+def _tree(root, dirs=6, files=4):
+    spec = {}
+    for d in range(dirs):
+        spec["d%d/" % d] = "dir/"
+        spec["d%d/sub/" % d] = "dir/"
+        for f in range(files):
+            spec["d%d/f%d" % (d, f)] = "data %d %d\n" % (d, f)
+            spec["d%d/sub/g%d" % (d, f)] = "more %d %d\n" % (d, f)
+    spec["top"] = "top\n"
+    spec["-dash/"] = "dir/"
+    spec["-dash/x"] = "x"
+    spec["sp ace/"] = "dir/"
+    spec["sp ace/y"] = "y"
+    build(root, spec)
+    age(root)
+
+
+def _extraneous(dest):
+    os.makedirs(os.path.join(dest, b"gone", b"deep"))
+    with open(os.path.join(dest, b"gone", b"deep", b"f"), "wb") as f:
+        f.write(b"old")
+    with open(os.path.join(dest, b"stale"), "wb") as f:
+        f.write(b"old")
+    # the same times on both sides (kept where nothing deletes them)
+    for path in (b"gone/deep/f", b"stale", b"gone/deep", b"gone"):
+        os.utime(os.path.join(dest, path), (1000000000, 1000000000))
+
+
+@pytest.mark.parametrize("rsync_opts", [["-a"], ["-a", "--delete"], ["-aH", "--delete"],
+                                        ["-a", "--delete", "--exclude=sub"]],
+                         ids=["a", "delete", "H-delete", "exclude"])
+def test_one_worker_without_caps_is_one_plain_rsync(tmp_path, rsync_opts):
+    """-p 1 and no -f/-s: one rsync, with the user's deletion options, and the tree
+    rsync leaves (extraneous DEST entries included)."""
+    src = os.fsencode(tmp_path / "src")
+    _tree(src)
+    differential(tmp_path / "w", [src + b"/"], ["-p", "1"], rsync_opts,
+                 prepare_dest=_extraneous)
+    dest = os.fsencode(tmp_path / "d2")
+    _extraneous(dest)
+    cp, s = _summary(tmp_path, "--rsync", " ".join(rsync_opts), src + b"/", dest)
+    assert cp.returncode == 0, cp.stderr
+    assert s["buckets_total"] == 1 and s["rsync_processes"] == 1, s
+    # rsync's own count of what it saw (the tree: 6 x 10 + 5 entries, and "."),
+    # without the 6 sub/ directories and their 4 files each when excluded
+    expected = 1 + 6 * 10 + 5 - (30 if "--exclude=sub" in rsync_opts else 0)
+    assert s["entries_total"] == s["entries_done"] == expected, s
+
+
+def test_one_worker_with_a_cap_still_cuts_buckets(tmp_path):
+    """-p 1 -f N: buckets as asked (their journal is what --resume skips)."""
+    src = os.fsencode(tmp_path / "src")
+    _tree(src)
+    cp, s = _summary(tmp_path, "-p", "1", "-f", "5", src + b"/", os.fsencode(tmp_path / "d"))
+    assert cp.returncode == 0, cp.stderr
+    assert s["buckets_total"] > 5 and s["rsync_processes"] > 5, s
+    differential(tmp_path / "w", [src + b"/"], ["-p", "1", "-f", "5"], ["-a", "--delete"],
+                 prepare_dest=_extraneous)
+
+
+def test_several_srcs_one_worker_first_wins_like_rsync(tmp_path):
+    """One plain rsync of several SRCs that share names: rsync's first-wins."""
+    a, b = os.fsencode(tmp_path / "a"), os.fsencode(tmp_path / "b")
+    build(a, {"same": "from a\n", "onlya": "a\n", "dir/": "dir/", "dir/f": "a\n"})
+    build(b, {"same": "from b, longer\n", "onlyb": "b\n", "dir/": "dir/", "dir/f": "bb\n"})
+    age(a)
+    age(b)
+    differential(tmp_path / "w", [a + b"/", b + b"/"], ["-p", "1"], ["-a"])
+
+
+def _bucket_commands(tmp_path, *args):
+    """Run with -k -j and return the bucket directory's lists (name -> entries)."""
+    cp = run_msrsync(*(["-k", "-j"] + list(args)))
+    assert cp.returncode == 0, cp.stderr
+    line = [l for l in cp.stdout.splitlines() if l.startswith(b"buckets dir is ")][0]
+    bdir = line[len(b"buckets dir is "):]
+    lists = {}
+    for name in sorted(os.listdir(bdir)):
+        if name.endswith(b".list") and name[:1].isdigit():
+            with open(os.path.join(bdir, name), "rb") as f:
+                lists[name] = [n for n in f.read().split(b"\0") if n]
+    return lists
+
+
+@pytest.mark.parametrize("procs,files", [("2", "12"), ("3", "30")])
+def test_subtree_buckets_named_as_arguments_leave_rsyncs_tree(tmp_path, procs, files):
+    """Buckets of subtrees (copied as BASE/./NAME arguments with -R) with names
+    that start with a dash or hold a space: the tree rsync leaves."""
+    src = os.fsencode(tmp_path / "src")
+    _tree(src)
+    lists = _bucket_commands(tmp_path, "-p", procs, "-f", files, src + b"/",
+                             os.fsencode(tmp_path / "d"))
+    names = [n for entries in lists.values() for n in entries]
+    assert b"-dash" in names and b"sp ace" in names, lists   # subtree units
+    differential(tmp_path / "w", [src + b"/"], ["-p", procs, "-f", files], ["-a", "--delete"],
+                 prepare_dest=_extraneous)
+
+
+def test_a_bucket_of_more_subtrees_than_fit_as_arguments(tmp_path):
+    """Over 2,000 subtrees in one bucket: the --files-from list is used instead
+    (the command line stays short); same tree as rsync."""
+    src = os.fsencode(tmp_path / "src")
+    spec = {}
+    for d in range(2100):
+        spec["d%04d/" % d] = "dir/"
+    spec["d0000/f"] = "f\n"
+    spec["d2099/g"] = "g\n"
+    build(src, spec)
+    age(src)
+    # the whole tree (2,103 entries) does not fit: its 2,100 subtrees fill buckets
+    lists = _bucket_commands(tmp_path, "-p", "2", "-f", "2060", src + b"/",
+                             os.fsencode(tmp_path / "d"))
+    assert max(len(v) for v in lists.values()) > 2000, {k: len(v) for k, v in lists.items()}
+    differential(tmp_path / "w", [src + b"/"], ["-p", "2", "-f", "2060"], ["-a"])
