@@ -175,7 +175,7 @@ def test_resume_after_sigkill_skips_finished_buckets_and_ends_like_rsync(tmp_pat
             if path is None or not os.path.exists(path):
                 return 0
             with open(path, "rb") as handle:
-                return len(handle.read().split())
+                return _journal_keys(handle.read())
         assert wait_for(lambda: journal() >= 3, 30), "no bucket finished"
         proc.kill()
         proc.communicate(timeout=15)
@@ -188,6 +188,55 @@ def test_resume_after_sigkill_skips_finished_buckets_and_ends_like_rsync(tmp_pat
         s = json.loads(summary.read_text())
         assert s["buckets_skipped"] >= done_before >= 3
         assert s["rsync_processes"] <= s["buckets_total"] - s["buckets_skipped"] + 2
+        oracle = tmp_path / "oracle"
+        assert run_rsync(src + b"/", os.fsencode(oracle), opts=["-a"]).returncode == 0
+        assert_same_tree(os.fsencode(oracle), os.fsencode(tmp_path / "dest"))
+    finally:
+        _end(proc, tmp_path)
+
+
+def _journal_keys(data):
+    """Finished buckets in a done.journal: its sha256 lines (the "U" lines
+    before each are the subtrees it copied whole)."""
+    return sum(1 for line in data.split(b"\n") if len(line) == 64)
+
+
+def test_resume_does_not_walk_the_subtrees_of_finished_buckets(tmp_path):
+    """The scan resumes too: subtrees copied whole by buckets the journal says are
+    done are not walked again (their journaled counts stand in, so the same buckets
+    come out and are skipped); DEST ends as plain rsync leaves it."""
+    from helpers import assert_same_tree, run_msrsync, run_rsync
+    src = tmp_path / "src"
+    for i in range(10):
+        make_tree(src / ("d%02d" % i), "big", count=1, size=1 << 20, seed=i)
+    src = os.fsencode(src)
+    buckets = tmp_path / "buckets"
+    os.mkdir(buckets)
+    # one subtree (a directory of one 1 MiB file) per bucket, slowed down
+    proc = start_msrsync("-p", "2", "-s", "1M", "-b", buckets,
+                         "--rsync", "-a --bwlimit=2000", src + b"/", tmp_path / "dest")
+    try:
+        def journal():
+            found = [os.path.join(buckets, d) for d in os.listdir(buckets)]
+            path = os.path.join(found[0], "done.journal") if found else None
+            if path is None or not os.path.exists(path):
+                return b""
+            with open(path, "rb") as handle:
+                return handle.read()
+        assert wait_for(lambda: _journal_keys(journal()) >= 3, 30), "no bucket finished"
+        proc.kill()
+        proc.communicate(timeout=15)
+        done_before = _journal_keys(journal())
+        assert journal().count(b"\nU ") + journal().startswith(b"U ") >= done_before
+        assert wait_for(lambda: not _running_rsyncs(tmp_path), 10)
+        (run_dir,) = os.listdir(buckets)
+        summary = tmp_path / "summary.json"
+        cp = run_msrsync("--resume", os.path.join(buckets, run_dir), "--json", summary)
+        assert cp.returncode == 0, text(cp.stderr)
+        s = json.loads(summary.read_text())
+        assert s["buckets_skipped"] >= done_before >= 3, s
+        assert s["scan_skipped_subtrees"] >= done_before, s
+        assert s["buckets_total"] >= 10, s
         oracle = tmp_path / "oracle"
         assert run_rsync(src + b"/", os.fsencode(oracle), opts=["-a"]).returncode == 0
         assert_same_tree(os.fsencode(oracle), os.fsencode(tmp_path / "dest"))
