@@ -134,3 +134,24 @@ def test_a_bucket_of_more_subtrees_than_fit_as_arguments(tmp_path):
                              os.fsencode(tmp_path / "d"))
     assert max(len(v) for v in lists.values()) > 2000, {k: len(v) for k, v in lists.items()}
     differential(tmp_path / "w", [src + b"/"], ["-p", "2", "-f", "2060"], ["-a"])
+
+
+def test_the_tail_is_cut_so_that_workers_finish_together(tmp_path):
+    """Growing caps, -p 4: what the scan still holds at its end (here three
+    subtrees, under one bucket's cap) goes out as one bucket per subtree, not one
+    bucket for a single worker; same tree as rsync."""
+    src = os.fsencode(tmp_path / "src")
+    spec = {}
+    for d in range(30):
+        spec["d%02d/" % d] = "dir/"
+        for f in range(100):
+            spec["d%02d/f%03d" % (d, f)] = ""
+    build(src, spec)
+    age(src)
+    lists = _bucket_commands(tmp_path, "-p", "4", src + b"/", os.fsencode(tmp_path / "d"))
+    trees = sorted(len(v) for v in lists.values())
+    # 3,030 entries: three buckets of nine 101-entry subtrees (the first cap,
+    # 1,000), then the last three subtrees one per bucket
+    assert trees.count(9) == 3 and trees.count(1) >= 3, lists
+    differential(tmp_path / "w", [src + b"/"], ["-p", "4"], ["-a", "--delete"],
+                 prepare_dest=_extraneous)
