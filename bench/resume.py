@@ -79,7 +79,8 @@ def main():
                 journal = os.path.join(buckets, runs[0], "done.journal")
                 if os.path.exists(journal):
                     with open(journal, "rb") as handle:
-                        done = len(handle.read().split())
+                        # a finished bucket is a sha256 line ("U" lines list its subtrees)
+                        done = sum(1 for line in handle.read().split(b"\n") if len(line) == 64)
             time.sleep(0.02)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
