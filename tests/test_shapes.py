@@ -155,3 +155,26 @@ def test_the_tail_is_cut_so_that_workers_finish_together(tmp_path):
     assert trees.count(9) == 3 and trees.count(1) >= 3, lists
     differential(tmp_path / "w", [src + b"/"], ["-p", "4"], ["-a", "--delete"],
                  prepare_dest=_extraneous)
+
+
+@pytest.mark.parametrize("rsync_opts", [["-a"], ["-a", "--exclude=s1", "--exclude=f0?"]],
+                         ids=["a", "exclude"])
+def test_subtrees_handed_out_unwalked_leave_rsyncs_tree(tmp_path, monkeypatch, rsync_opts):
+    """Growing caps and waiting workers (forced at once here by
+    MSRSYNC_IDLE_CUT=0): subtrees not walked yet go out as they are, for rsync -r
+    to walk; the tree is rsync's, filters and awkward names included."""
+    monkeypatch.setenv("MSRSYNC_IDLE_CUT", "0")
+    src = os.fsencode(tmp_path / "src")
+    _tree(src)
+    for d in range(12):
+        for s in range(3):
+            os.makedirs(os.path.join(src, b"deep%02d" % d, b"s%d" % s, b"x"))
+            for f in range(12):
+                with open(os.path.join(src, b"deep%02d/s%d/x/f%02d" % (d, s, f)), "wb") as h:
+                    h.write(b"y" * f)
+    age(src)
+    cp, s = _summary(tmp_path, "-p", "4", "--rsync", " ".join(rsync_opts), src + b"/",
+                     os.fsencode(tmp_path / "d"))
+    assert cp.returncode == 0, cp.stderr
+    assert s["scan_handed_out_unwalked"] >= 1, s
+    differential(tmp_path / "w", [src + b"/"], ["-p", "4"], rsync_opts)
