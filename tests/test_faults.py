@@ -433,3 +433,69 @@ def test_bucket_files_are_private(tmp_path):
     for name in names:
         mode = stat.S_IMODE(os.lstat(os.path.join(run_dir, name)).st_mode)
         assert mode == 0o600, (name, oct(mode))
+
+
+@pytest.mark.parametrize("shape", ["dest-is-a-link", "a-parent-is-a-link"])
+def test_delete_through_a_symlinked_dest_stays_inside_it(tmp_path, shape):
+    """--delete with DEST (or a directory above it) a symlink: like rsync, the
+    link is followed and only what lies under DEST is deleted; the link itself,
+    its neighbours and everything beside the real directory stay."""
+    src = os.fsencode(tmp_path / "src")
+    build(src, {"keep": "k\n", "d/": "dir/", "d/f": "f\n"})
+    age(src)
+    dests = {}
+    for side in ("oracle", "msrsync"):
+        top = os.fsencode(tmp_path / side)
+        build(top, {"real/": "dir/", "real/xtra": "x\n", "real/d/": "dir/",
+                    "real/d/xtra": "x\n", "real/keep": "old\n", "beside/": "dir/",
+                    "beside/f": "b\n", "beside/d/": "dir/", "beside/d/f": "b\n"})
+        if shape == "dest-is-a-link":
+            os.symlink(b"real", os.path.join(top, b"dest"))
+            dests[side] = os.path.join(top, b"dest")
+        else:
+            os.symlink(b"real", os.path.join(top, b"via"))
+            dests[side] = os.path.join(top, b"via", b"d")
+        age(top)
+    oracle = run_rsync(src + b"/", dests["oracle"], opts=["-a", "--delete"])
+    cp = run_msrsync("-p", "3", "-f", "1", "--rsync", "-a --delete", src + b"/",
+                     dests["msrsync"])
+    assert oracle.returncode == 0, oracle.stderr
+    assert cp.returncode == 0, cp.stderr
+    assert os.path.islink(os.path.join(os.fsencode(tmp_path / "msrsync"),
+                                       b"dest" if shape == "dest-is-a-link" else b"via"))
+    assert os.path.exists(os.path.join(os.fsencode(tmp_path / "msrsync"), b"beside/d/f"))
+    assert_same_tree(os.fsencode(tmp_path / "oracle"), os.fsencode(tmp_path / "msrsync"),
+                     label_a="rsync", label_b="msrsync")
+
+
+def test_files_vanishing_mid_run_are_rsyncs_warning_24(tmp_path):
+    """Files deleted from SRC while their bucket's rsync runs: rsync's "vanished"
+    warning, exit 24 (not a failure to retry), everything else copied."""
+    import json
+    import time
+    from helpers import start_msrsync
+    src = tmp_path / "src"
+    spec = {"a_big": "B" * (600 << 10)}
+    spec.update(("z%02d" % i, "small %d\n" % i) for i in range(20))
+    build(src, spec)
+    dest = tmp_path / "dest"
+    proc = start_msrsync("-p", "1", "-f", "100", "--json", tmp_path / "s.json",
+                         "--rsync", "-a --bwlimit=300", os.fsencode(src) + b"/", dest)
+    try:
+        deadline = time.monotonic() + 30
+        # rsync has listed the tree once it writes a_big's temporary file
+        while time.monotonic() < deadline and not (
+                dest.exists() and any(n.startswith(".a_big") for n in os.listdir(dest))):
+            time.sleep(0.02)
+        for i in range(20):
+            os.unlink(str(src / ("z%02d" % i)))
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 24, err
+    assert b"vanished" in err and b"Traceback" not in err
+    assert (dest / "a_big").read_bytes() == b"B" * (600 << 10)
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["retried"] == [], summary
