@@ -170,12 +170,7 @@ def test_resume_after_sigkill_skips_finished_buckets_and_ends_like_rsync(tmp_pat
                          "--rsync", "-a --bwlimit=2000", src + b"/", tmp_path / "dest")
     try:
         def journal():
-            found = [os.path.join(buckets, d) for d in os.listdir(buckets)]
-            path = os.path.join(found[0], "done.journal") if found else None
-            if path is None or not os.path.exists(path):
-                return 0
-            with open(path, "rb") as handle:
-                return _journal_keys(handle.read())
+            return _journal_keys(_done_journal(buckets))
         assert wait_for(lambda: journal() >= 3, 30), "no bucket finished"
         proc.kill()
         proc.communicate(timeout=15)
@@ -193,6 +188,16 @@ def test_resume_after_sigkill_skips_finished_buckets_and_ends_like_rsync(tmp_pat
         assert_same_tree(os.fsencode(oracle), os.fsencode(tmp_path / "dest"))
     finally:
         _end(proc, tmp_path)
+
+
+def _done_journal(buckets):
+    """The done.journal of the one run under the -b directory (b"" before it exists)."""
+    found = [os.path.join(buckets, d) for d in os.listdir(buckets)]
+    path = os.path.join(found[0], "done.journal") if found else None
+    if path is None or not os.path.exists(path):
+        return b""
+    with open(path, "rb") as handle:
+        return handle.read()
 
 
 def _journal_keys(data):
@@ -217,12 +222,7 @@ def test_resume_does_not_walk_the_subtrees_of_finished_buckets(tmp_path):
                          "--rsync", "-a --bwlimit=2000", src + b"/", tmp_path / "dest")
     try:
         def journal():
-            found = [os.path.join(buckets, d) for d in os.listdir(buckets)]
-            path = os.path.join(found[0], "done.journal") if found else None
-            if path is None or not os.path.exists(path):
-                return b""
-            with open(path, "rb") as handle:
-                return handle.read()
+            return _done_journal(buckets)
         assert wait_for(lambda: _journal_keys(journal()) >= 3, 30), "no bucket finished"
         proc.kill()
         proc.communicate(timeout=15)
