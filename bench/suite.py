@@ -265,18 +265,6 @@ def wait_for(predicate, proc, timeout, what, log_path):
         time.sleep(0.05)
 
 
-def stop_child(proc, timeout=5):
-    """Stop a child we started, by its pid: SIGTERM, SIGKILL after TIMEOUT."""
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 class Relay(object):
     """bench/relay.py in its own process: 127.0.0.1:port -> 127.0.0.1:TARGET, each
     direction delayed by DELAY_MS.  Stopped by its pid; on SIGTERM it writes its
@@ -313,7 +301,7 @@ class Relay(object):
         ticks = proc_cpu_ticks(self.proc.pid) if self.proc.poll() is None else None
         if ticks is not None:
             self.cpu_s = ticks / float(os.sysconf("SC_CLK_TCK"))
-        stop_child(self.proc)
+        self.servers.stop_process(self.proc)
         self.proc = None
         try:
             with open(self.stats_file) as f:
@@ -362,7 +350,7 @@ class SshfsMount(object):
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
-            stop_child(self.proc)
+            self.servers.stop_process(self.proc)
         if os.path.ismount(self.mountpoint) and tool:
             subprocess.call([tool, "-uz", self.mountpoint], stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

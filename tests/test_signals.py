@@ -161,31 +161,39 @@ def test_resume_after_sigkill_skips_finished_buckets_and_ends_like_rsync(tmp_pat
     """msrsync SIGKILLed mid-run keeps its bucket directory and journal; --resume DIR
     runs the recorded command again, skips the buckets the journal says are done
     (their names and rules unchanged) and leaves DEST as plain rsync does."""
-    import json
-    from helpers import assert_same_tree, run_msrsync, run_rsync
     src = make_tree(tmp_path / "src", "big", count=12, size=1 << 20)
+    s, journal = _kill_then_resume(tmp_path, src, "-f", "1", "-s", "1M")
+    done_before = _journal_keys(journal)
+    assert s["buckets_skipped"] >= done_before >= 3
+    assert s["rsync_processes"] <= s["buckets_total"] - s["buckets_skipped"] + 2
+
+
+def _kill_then_resume(tmp_path, src, *caps):
+    """Run msrsync -p 2 CAPS (slowed down) from SRC/ into tmp_path/dest, SIGKILL it
+    once three buckets are in its journal, wait for its rsyncs to be gone, then
+    --resume it (exit 0) and check DEST equals plain rsync's.  Returns the resumed
+    run's --json summary and done.journal as the killed run left it."""
+    from helpers import assert_same_tree, run_msrsync, run_rsync
     buckets = tmp_path / "buckets"
     os.mkdir(buckets)
-    proc = start_msrsync("-p", "2", "-f", "1", "-s", "1M", "-b", buckets,
-                         "--rsync", "-a --bwlimit=2000", src + b"/", tmp_path / "dest")
+    proc = start_msrsync(*(("-p", "2") + caps + ("-b", buckets, "--rsync",
+                                                 "-a --bwlimit=2000", src + b"/",
+                                                 tmp_path / "dest")))
     try:
-        def journal():
-            return _journal_keys(_done_journal(buckets))
-        assert wait_for(lambda: journal() >= 3, 30), "no bucket finished"
+        assert wait_for(lambda: _journal_keys(_done_journal(buckets)) >= 3, 30), \
+            "no bucket finished"
         proc.kill()
         proc.communicate(timeout=15)
-        done_before = journal()
+        journal = _done_journal(buckets)
         assert wait_for(lambda: not _running_rsyncs(tmp_path), 10)
         (run_dir,) = os.listdir(buckets)
         summary = tmp_path / "summary.json"
         cp = run_msrsync("--resume", os.path.join(buckets, run_dir), "--json", summary)
         assert cp.returncode == 0, text(cp.stderr)
-        s = json.loads(summary.read_text())
-        assert s["buckets_skipped"] >= done_before >= 3
-        assert s["rsync_processes"] <= s["buckets_total"] - s["buckets_skipped"] + 2
         oracle = tmp_path / "oracle"
         assert run_rsync(src + b"/", os.fsencode(oracle), opts=["-a"]).returncode == 0
         assert_same_tree(os.fsencode(oracle), os.fsencode(tmp_path / "dest"))
+        return json.loads(summary.read_text()), journal
     finally:
         _end(proc, tmp_path)
 
@@ -210,38 +218,16 @@ def test_resume_does_not_walk_the_subtrees_of_finished_buckets(tmp_path):
     """The scan resumes too: subtrees copied whole by buckets the journal says are
     done are not walked again (their journaled counts stand in, so the same buckets
     come out and are skipped); DEST ends as plain rsync leaves it."""
-    from helpers import assert_same_tree, run_msrsync, run_rsync
     src = tmp_path / "src"
     for i in range(10):
         make_tree(src / ("d%02d" % i), "big", count=1, size=1 << 20, seed=i)
-    src = os.fsencode(src)
-    buckets = tmp_path / "buckets"
-    os.mkdir(buckets)
-    # one subtree (a directory of one 1 MiB file) per bucket, slowed down
-    proc = start_msrsync("-p", "2", "-s", "1M", "-b", buckets,
-                         "--rsync", "-a --bwlimit=2000", src + b"/", tmp_path / "dest")
-    try:
-        def journal():
-            return _done_journal(buckets)
-        assert wait_for(lambda: _journal_keys(journal()) >= 3, 30), "no bucket finished"
-        proc.kill()
-        proc.communicate(timeout=15)
-        done_before = _journal_keys(journal())
-        assert journal().count(b"\nU ") + journal().startswith(b"U ") >= done_before
-        assert wait_for(lambda: not _running_rsyncs(tmp_path), 10)
-        (run_dir,) = os.listdir(buckets)
-        summary = tmp_path / "summary.json"
-        cp = run_msrsync("--resume", os.path.join(buckets, run_dir), "--json", summary)
-        assert cp.returncode == 0, text(cp.stderr)
-        s = json.loads(summary.read_text())
-        assert s["buckets_skipped"] >= done_before >= 3, s
-        assert s["scan_skipped_subtrees"] >= done_before, s
-        assert s["buckets_total"] >= 10, s
-        oracle = tmp_path / "oracle"
-        assert run_rsync(src + b"/", os.fsencode(oracle), opts=["-a"]).returncode == 0
-        assert_same_tree(os.fsencode(oracle), os.fsencode(tmp_path / "dest"))
-    finally:
-        _end(proc, tmp_path)
+    # one subtree (a directory of one 1 MiB file) per bucket
+    s, journal = _kill_then_resume(tmp_path, os.fsencode(src), "-s", "1M")
+    done_before = _journal_keys(journal)
+    assert journal.count(b"\nU ") + journal.startswith(b"U ") >= done_before
+    assert s["buckets_skipped"] >= done_before >= 3, s
+    assert s["scan_skipped_subtrees"] >= done_before, s
+    assert s["buckets_total"] >= 10, s
 
 
 def test_resume_needs_a_run_directory(tmp_path):
