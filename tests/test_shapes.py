@@ -178,3 +178,60 @@ def test_subtrees_handed_out_unwalked_leave_rsyncs_tree(tmp_path, monkeypatch, r
     assert cp.returncode == 0, cp.stderr
     assert s["scan_handed_out_unwalked"] >= 1, s
     differential(tmp_path / "w", [src + b"/"], ["-p", "4"], rsync_opts)
+
+
+def _slow_stat_tree(src):
+    _tree(src, dirs=12)
+    build(src, {"d0/link": ("symlink", "f0"), "d1/dangling": ("symlink", "nowhere"),
+                "d2/big": b"z" * 200000, "d3/sub/deeper/": "dir/"})
+    os.mkfifo(os.path.join(src, b"d4", b"fifo"))
+    # more files than the first cap (1,000): listed one by one, so the scan's
+    # view of each entry (its subdirectory included) decides what is sent
+    build(src, dict([("wide/sub/deep/x", "x"), ("wide/sub/y", "y")] +
+                    [("wide/w%04d" % i, "w") for i in range(1100)]))
+    age(src)
+
+
+@pytest.mark.parametrize("rsync_opts", [["-a"], ["-a", "--delete"],
+                                        ["-a", "-m", "--exclude=g1", "--exclude=sub"]],
+                         ids=["a", "delete", "prune-exclude"])
+def test_a_scan_whose_stats_are_round_trips_counts_files_without_them(
+        tmp_path, monkeypatch, rsync_opts):
+    """A read-ahead scan (--scan-threads, on by default on NFS or sshfs) whose stats
+    are network round trips stops stat'ing files, forced here with
+    MSRSYNC_STAT_ROUND_TRIP=0: buckets are cut by counts, the tree is rsync's, and
+    the byte total, unknown to the scan, is rsync's."""
+    src = os.fsencode(tmp_path / "src")
+    _slow_stat_tree(src)
+    args = ["--scan-threads", "4", "-p", "3", "--rsync", " ".join(rsync_opts), src + b"/"]
+    cp, fast = _summary(tmp_path, *(args + [os.fsencode(tmp_path / "d1")]))
+    assert cp.returncode == 0, cp.stderr
+    assert fast["scan_names_only"] is False, fast     # stats on a local disk are fast
+    # and workers that wait at once: held subtrees are released, directories
+    # split, so the scan's view of each entry decides what is sent
+    monkeypatch.setenv("MSRSYNC_STAT_ROUND_TRIP", "0")
+    monkeypatch.setenv("MSRSYNC_IDLE_CUT", "0")
+    cp, slow = _summary(tmp_path, *(args + [os.fsencode(tmp_path / "d2")]))
+    assert cp.returncode == 0, cp.stderr
+    assert slow["scan_names_only"] is True, slow
+    assert slow["bytes_total"] == fast["bytes_total"] > 200000
+    differential(tmp_path / "w", [src + b"/"], ["--scan-threads", "4", "-p", "3"], rsync_opts,
+                 prepare_dest=_extraneous)
+
+
+@pytest.mark.parametrize("extra,rsync_opts", [([], ["-aH"]), ([], ["-aL"]),
+                                              (["-f", "50"], ["-a"])],
+                         ids=["hard-links", "copy-links", "caps-given"])
+def test_a_scan_keeps_stating_files_where_it_needs_them(tmp_path, monkeypatch, extra,
+                                                        rsync_opts):
+    """-H groups links by inode, -L follows links, and -f/-s caps are the user's
+    promise: there every file is still stat'ed, however slow."""
+    monkeypatch.setenv("MSRSYNC_STAT_ROUND_TRIP", "0")
+    src = os.fsencode(tmp_path / "src")
+    _slow_stat_tree(src)
+    os.unlink(os.path.join(src, b"d1", b"dangling"))
+    cp, s = _summary(tmp_path, *(["--scan-threads", "4", "-p", "3"] + extra +
+                                 ["--rsync", " ".join(rsync_opts), src + b"/",
+                                  os.fsencode(tmp_path / "d")]))
+    assert cp.returncode == 0, cp.stderr
+    assert s["scan_names_only"] is False, s

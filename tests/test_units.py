@@ -259,3 +259,76 @@ def test_rsync_stats_parser_reads_a_real_stats_block(tmp_path):
     assert got["literal_data"] == want["Literal data"]
     assert got["bytes_sent"] == want["Total bytes sent"]
     assert got["bytes_received"] == want["Total bytes received"]
+
+
+# ---------------------------------------------------------------------------
+# The bucketer's hand-outs on a slow scan (growing caps)
+# ---------------------------------------------------------------------------
+
+def _bucketer(workers, hungry, cap=100):
+    """A Bucketer whose buckets are recorded as lists of names."""
+    made = []
+    b = m.Bucketer(cap, 1 << 40, lambda source, kind, names, *rest: made.append(list(names)))
+    b.workers = workers
+    b.hungry = lambda: hungry[0]
+    return b, made
+
+
+def _add_trees(b, count, entries=10, first=0):
+    for i in range(first, first + count):
+        b.add("src", m.UNIT_TREE, b"t%02d" % i, entries, 0, None, (entries - 1, 0))
+
+
+def test_a_waiting_worker_gets_a_share_of_the_open_bucket_not_all_of_it(monkeypatch):
+    """While every worker was busy 8 subtrees piled up; the first worker free gets
+    1/(4p) of what is open (at least one name), the next one the next share."""
+    monkeypatch.setattr(m, "IDLE_CUT", 0.0)
+    hungry = [False]
+    b, made = _bucketer(2, hungry)
+    _add_trees(b, 8)
+    assert made == []                     # under the cap of 100 entries, nobody waits
+    hungry[0] = True
+    _add_trees(b, 1, first=8)             # 90 entries open: a share of 90/8 -> 2 names
+    assert made == [[b"t00", b"t01"]]
+    b.hand_out(("src", m.Bucket.KIND_TREES))
+    assert made[1] == [b"t02"]            # 70 left: a share of 9 -> 1 name
+    hungry[0] = False
+    b.flush_all()                         # the rest, cut in pieces per worker (slow: 4p)
+    rest = [n for piece in made[2:] for n in piece]
+    assert rest == [b"t%02d" % i for i in range(3, 9)]
+    assert all(len(piece) == 1 for piece in made[2:])
+
+
+def test_a_patient_bucketer_holds_what_nobody_waits_for_up_to_four_buckets(monkeypatch):
+    """On a latency-bound SRC buckets are cut when a worker asks: nothing goes out
+    at the cap while all are busy, a bucket's worth once four are held."""
+    monkeypatch.setattr(m, "IDLE_CUT", 0.0)
+    hungry = [False]
+    b, made = _bucketer(4, hungry)
+    b.patient = True
+    _add_trees(b, 39)                     # 390 entries: under 4 caps
+    assert made == []
+    _add_trees(b, 1, first=39)            # 400: one cap's worth goes out
+    assert made == [[b"t%02d" % i for i in range(10)]]
+    hungry[0] = True
+    _add_trees(b, 1, first=40)            # 310 open: a worker's share, 310/16 -> 2 names
+    assert made[1] == [b"t10", b"t11"]
+
+
+def test_without_patience_the_caps_cut_as_before(monkeypatch):
+    monkeypatch.setattr(m, "IDLE_CUT", 0.0)
+    b, made = _bucketer(4, [False])
+    _add_trees(b, 25)
+    assert made == [[b"t%02d" % i for i in range(j, j + 10)] for j in (0, 10)]
+    b.flush_all()
+    assert [n for piece in made[2:] for n in piece] == [b"t%02d" % i for i in range(20, 25)]
+
+
+def test_a_hand_out_keeps_a_hard_link_group_whole(monkeypatch):
+    """A group's weight sits on its last name: no cut falls inside it."""
+    monkeypatch.setattr(m, "IDLE_CUT", 0.0)
+    b, made = _bucketer(2, [False])
+    b.add_group("src", [b"a", b"b", b"c"], 30, 0)
+    b.add_group("src", [b"d", b"e"], 20, 0)
+    b.flush_all()
+    assert made == [[b"a", b"b", b"c"], [b"d", b"e"]]
