@@ -235,3 +235,24 @@ def test_a_scan_keeps_stating_files_where_it_needs_them(tmp_path, monkeypatch, e
                                   os.fsencode(tmp_path / "d")]))
     assert cp.returncode == 0, cp.stderr
     assert s["scan_names_only"] is False, s
+
+
+def test_a_scan_without_file_stats_still_sends_huge_files_one_per_bucket(tmp_path,
+                                                                         monkeypatch):
+    """Without stats a directory of six 40 MiB files would be one 240 MiB unit;
+    four are stat'ed as its sample and the other two get their mean size, so
+    each file, bigger than the first size cap (32 MiB), gets a bucket of its own."""
+    monkeypatch.setenv("MSRSYNC_STAT_ROUND_TRIP", "0")
+    src = os.fsencode(tmp_path / "src")
+    _tree(src)
+    os.makedirs(os.path.join(src, b"huge"))
+    for i in range(6):
+        with open(os.path.join(src, b"huge", b"h%d" % i), "wb") as f:
+            f.truncate(40 << 20)          # sparse: quick to make and to copy
+    age(src)
+    lists = _bucket_commands(tmp_path, "--scan-threads", "2", "-p", "3", src + b"/",
+                             os.fsencode(tmp_path / "d"))
+    alone = sorted(e for entries in lists.values() for e in entries
+                   if e.startswith(b"huge/") and len(entries) == 1)
+    assert alone == [b"huge/h%d" % i for i in range(6)], lists
+    differential(tmp_path / "w", [src + b"/"], ["--scan-threads", "2", "-p", "3"], ["-aS"])

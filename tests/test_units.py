@@ -332,3 +332,35 @@ def test_a_hand_out_keeps_a_hard_link_group_whole(monkeypatch):
     b.add_group("src", [b"d", b"e"], 20, 0)
     b.flush_all()
     assert made == [[b"a", b"b", b"c"], [b"d", b"e"]]
+
+
+def test_a_sampled_listing_stats_a_few_files_and_gives_the_rest_their_mean(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "sub").mkdir()
+    for i in range(10):
+        (d / ("f%d" % i)).write_bytes(b"x" * 100)
+    os.symlink("f0", str(d / "link"))
+    entries = m.PrefetchFS._list_sampled(os.fsencode(d))
+    by_name = {e.name: e for e in entries}
+    assert sorted(by_name) == sorted([b"sub", b"link"] + [b"f%d" % i for i in range(10)])
+    assert by_name[b"sub"].is_dir(follow_symlinks=False)
+    sizes = sorted(e.stat(follow_symlinks=False).st_size for n, e in by_name.items()
+                   if n != b"sub")
+    # 4 stat'ed (sizes 100, or 2 for the link), 7 with their mean
+    real = [e for n, e in by_name.items() if n != b"sub" and e.stat(False).st_ino]
+    assert len(real) == m.SAMPLE_FILES
+    assert all(s in (2, 100) or 2 <= s <= 100 for s in sizes)
+    assert m.stat.S_ISLNK(by_name[b"link"].stat(follow_symlinks=False).st_mode)
+
+
+def test_a_sampled_listing_gives_up_when_its_sample_holds_a_big_file(tmp_path):
+    """A big file in the sample: the whole directory is stat'ed instead (None)."""
+    d = tmp_path / "d"
+    d.mkdir()
+    with open(str(d / "big"), "wb") as f:
+        f.truncate(m.SAMPLE_BIG)
+    (d / "small").write_bytes(b"s")
+    assert m.PrefetchFS._list_sampled(os.fsencode(d)) is None
+    os.unlink(str(d / "big"))
+    assert len(m.PrefetchFS._list_sampled(os.fsencode(d))) == 1
