@@ -256,3 +256,34 @@ def test_a_scan_without_file_stats_still_sends_huge_files_one_per_bucket(tmp_pat
                    if e.startswith(b"huge/") and len(entries) == 1)
     assert alone == [b"huge/h%d" % i for i in range(6)], lists
     differential(tmp_path / "w", [src + b"/"], ["--scan-threads", "2", "-p", "3"], ["-aS"])
+
+
+def _stale_dirs(src):
+    """A DEST made up to date, then given extraneous entries in a split directory,
+    in a subtree and at the root, which the deletion pass removes once every
+    bucket is done."""
+    def prepare(dest):
+        __import__("subprocess").run(["rsync", "-a", src + b"/", dest + b"/"], check=True)
+        for extra in (b"d0/extra", b"d3/sub/extra", b"extra"):
+            with open(os.path.join(dest, extra), "wb") as f:
+                f.write(b"x")
+    return prepare
+
+
+def test_the_directory_pass_leaves_out_directories_already_like_srcs(tmp_path):
+    """Once every bucket is done, a directory whose DEST copy has SRC's mtime, mode,
+    owner and group is left out of the directory pass: an up-to-date re-run runs no
+    pass at all, and DEST still ends as rsync leaves it.  (Where the pass is still
+    needed, on a fresh copy whose later buckets make entries in a directory an
+    earlier one set, the differential tests of every shape fail without it.)"""
+    src = os.fsencode(tmp_path / "src")
+    _tree(src)
+    dest = os.fsencode(tmp_path / "d")
+    opts = ["-p", "3", "-f", "5", src + b"/", dest]     # d0..d5 are split
+    cp, first = _summary(tmp_path, *opts)
+    assert cp.returncode == 0, cp.stderr
+    cp, again = _summary(tmp_path, *opts)
+    assert cp.returncode == 0, cp.stderr
+    assert again["rsync_processes"] == again["buckets_total"], again       # no pass
+    differential(tmp_path / "w", [src + b"/"], ["-p", "3", "-f", "5"], ["-a", "--delete"],
+                 prepare_dest=_stale_dirs(src))
