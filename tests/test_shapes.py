@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from helpers import differential, run_msrsync
+from helpers import differential, run_msrsync, run_rsync
 from test_rsync_semantics import age, build
 
 
@@ -263,7 +263,7 @@ def _stale_dirs(src):
     in a subtree and at the root, which the deletion pass removes once every
     bucket is done."""
     def prepare(dest):
-        __import__("subprocess").run(["rsync", "-a", src + b"/", dest + b"/"], check=True)
+        assert run_rsync(src + b"/", dest + b"/", opts=["-a"]).returncode == 0
         for extra in (b"d0/extra", b"d3/sub/extra", b"extra"):
             with open(os.path.join(dest, extra), "wb") as f:
                 f.write(b"x")
