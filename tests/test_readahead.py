@@ -1,0 +1,189 @@
+"""Readahead (issue 5): msrsync asks the kernel for the files each rsync reads next.
+
+Advice changes no byte of DEST, so each case is a differential against plain rsync
+plus the --json counts (readahead_files) that show which files were asked for: all
+of them with -c, only those rsync sends without it, none with --readahead 0. The
+window is checked against a real process's read counter."""
+
+import json
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from helpers import differential, run_msrsync
+from test_docs import load_msrsync
+from test_rsync_semantics import age, build
+
+
+def _summary(tmp_path, *args):
+    path = tmp_path / ("summary-%d.json" % len(list(tmp_path.glob("summary-*"))))
+    cp = run_msrsync(*(["--json", path] + list(args)))
+    assert cp.returncode == 0, cp.stderr
+    return json.loads(path.read_text())
+
+
+def _tree(root, files=30, size=3000, empty=2):
+    spec = {"a/": "dir/", "a/b/": "dir/", "link": ("symlink", "a")}
+    for n in range(files):
+        spec["a/f%02d" % n if n % 2 else "a/b/g%02d" % n] = "x" * (size + n)
+    for n in range(empty):
+        spec["e%d" % n] = ""          # nothing to read in an empty file
+    build(root, spec)
+    age(root)
+    return files
+
+
+def _copy_of(src):
+    def prepare(dest):
+        subprocess.run(["rsync", "-a", os.fsencode(src) + b"/", os.fsencode(dest) + b"/"],
+                       check=True)
+    return prepare
+
+
+@pytest.mark.parametrize("procs", ["1", "3"])
+def test_a_copy_asks_for_every_file_rsync_sends(tmp_path, procs):
+    src = str(tmp_path / "src")
+    files = _tree(src)
+    differential(tmp_path / "diff", [src + "/"], ["-p", procs, "-f", "4"]
+                       if procs != "1" else ["-p", "1"])
+    summary = _summary(tmp_path, "-p", procs, src + "/", str(tmp_path / "dest2"))
+    assert summary["readahead_files"] == files
+    assert summary["readahead_bytes"] == sum(3000 + n for n in range(files))
+
+
+def test_an_up_to_date_rerun_asks_for_nothing_and_a_changed_file_only_for_it(tmp_path):
+    src = str(tmp_path / "src")
+    _tree(src)
+    dest = str(tmp_path / "dest")
+    first = _summary(tmp_path, "-p", "2", "-f", "5", src + "/", dest)
+    assert first["readahead_files"] == 30
+    stale = str(tmp_path / "stale")
+    _copy_of(dest)(stale)
+    again = _summary(tmp_path, "-p", "2", "-f", "5", src + "/", dest)
+    assert again["readahead_files"] == 0
+    # one file changed (size and mtime), one touched only (mtime): rsync sends both
+    with open(os.path.join(src, "a", "f01"), "ab") as handle:
+        handle.write(b"more")
+    os.utime(os.path.join(src, "a", "b", "g02"), (1e9, 1e9))
+    changed = _summary(tmp_path, "-p", "2", "-f", "5", src + "/", dest)
+    assert changed["readahead_files"] == 2
+    differential(tmp_path / "diff", [src + "/"], ["-p", "2", "-f", "5"],
+                       prepare_dest=_copy_of(stale))
+
+
+def test_size_only_asks_only_for_files_whose_size_differs(tmp_path):
+    src = str(tmp_path / "src")
+    _tree(src)
+    dest = str(tmp_path / "dest")
+    _summary(tmp_path, "-p", "2", src + "/", dest)
+    os.utime(os.path.join(src, "a", "f01"), (1e9, 1e9))   # same size: not sent
+    with open(os.path.join(src, "a", "f03"), "ab") as handle:
+        handle.write(b"grown")
+    summary = _summary(tmp_path, "-p", "2", "--rsync", "-a --size-only", src + "/", dest)
+    assert summary["readahead_files"] == 1
+
+
+@pytest.mark.parametrize("opts", ["-ac", "-a -I"])
+def test_checksum_or_ignore_times_asks_for_every_file_even_up_to_date(tmp_path, opts):
+    src = str(tmp_path / "src")
+    files = _tree(src)
+    dest = str(tmp_path / "dest")
+    _summary(tmp_path, "-p", "2", src + "/", dest)
+    summary = _summary(tmp_path, "-p", "2", "--rsync", opts, src + "/", dest)
+    assert summary["readahead_files"] == files
+    differential(tmp_path / "diff", [src + "/"], ["-p", "2", "-f", "3"],
+                       rsync_opts=opts.split(), prepare_dest=_copy_of(dest))
+
+
+@pytest.mark.parametrize("args", [["--readahead", "0"], ["-d"], ["--rsync", "-an"],
+                                  ["--rsync", "-ac --exclude=a/"]],
+                         ids=["off", "msrsync-dry-run", "rsync-dry-run", "excluded"])
+def test_no_file_is_asked_for_when_none_is_read(tmp_path, args):
+    src = str(tmp_path / "src")
+    _tree(src, files=8)
+    summary = _summary(tmp_path, *(["-p", "2"] + args + [src + "/", str(tmp_path / "dest")]))
+    assert summary["readahead_files"] == 0
+
+
+@pytest.mark.parametrize("procs", ["1", "2"])
+def test_excluded_files_are_not_asked_for(tmp_path, procs):
+    src = str(tmp_path / "src")
+    _tree(src)
+    summary = _summary(tmp_path, "-p", procs, "--rsync", "-ac --exclude=g*", src + "/",
+                       str(tmp_path / "dest"))
+    assert summary["readahead_files"] == 15     # the a/fNN, not the a/b/gNN
+    differential(tmp_path / "diff", [src + "/"], ["-p", procs],
+                       rsync_opts=["-ac", "--exclude=g*"])
+
+
+def test_an_up_to_date_rerun_stops_looking_after_its_first_thousand_files(tmp_path):
+    """Only the last 300 of 1,300 files changed: the walk gave up after 1,000 files that
+    rsync does not send (without that probe it would have asked for the 300)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in range(1300):
+        (src / ("f%04d" % n)).write_bytes(b"y" * 10)
+    age(str(src))
+    dest = str(tmp_path / "dest")
+    _summary(tmp_path, "-p", "1", str(src) + "/", dest)
+    for n in range(1000, 1300):
+        (src / ("f%04d" % n)).write_bytes(b"z" * 11)
+    summary = _summary(tmp_path, "-p", "1", str(src) + "/", dest)
+    assert summary["readahead_files"] == 0
+    assert run_msrsync("-p", "1", "--rsync", "-ain", str(src) + "/", dest).stdout == b""
+
+
+def _has_read_bytes():
+    try:
+        with open("/proc/self/io", "rb") as handle:
+            return b"read_bytes:" in handle.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _has_read_bytes(), reason="no /proc/self/io read_bytes here")
+def test_files_already_in_memory_stop_the_readahead_after_its_probe(tmp_path):
+    """40 files of 1 MiB just written (in the page cache): after 16 MiB of advice that
+    made the disk read nothing, no more is asked for."""
+    src = tmp_path / "src"
+    src.mkdir()
+    block = os.urandom(1 << 20)
+    for n in range(40):
+        (src / ("big%02d" % n)).write_bytes(block[n:] + block[:n])
+    summary = _summary(tmp_path, "-p", "1", "--rsync", "-ac", str(src) + "/",
+                       str(tmp_path / "dest"))
+    assert 16 <= summary["readahead_files"] <= 18, summary["readahead_files"]
+
+
+def test_the_readahead_stays_within_its_window_of_what_rsync_read(tmp_path):
+    """A real process that reads nothing stands for rsync: the advice stops one window
+    past its read counter, and the thread ends once the process is gone."""
+    m = load_msrsync()
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in range(64):
+        (src / ("f%02d" % n)).write_bytes(b"w" * 65536)
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        time.sleep(0.3)
+        with open("/proc/%d/io" % proc.pid, "rb") as handle:
+            rchar = int([line for line in handle if line.startswith(b"rchar:")][0].split()[1])
+        window = 1 << 20
+        ra = m.Readahead(window, None, True, False, False, None, threading.Event())
+        ra.useful = True      # no probe: this test is about the window alone
+        ra.follow(proc.pid, iter([(os.fsencode(str(src)), b".", 2)]))
+        time.sleep(1.0)
+        asked = ra.bytes
+        assert rchar + window < 64 * 65536, rchar     # room to stop short of the end
+        assert rchar + window < asked <= rchar + window + 65536, (asked, rchar)
+    finally:
+        proc.kill()
+        proc.wait()
+    alive = [t for t in threading.enumerate() if t.name == "readahead-%d" % proc.pid]
+    deadline = time.time() + 5
+    while alive and alive[0].is_alive() and time.time() < deadline:
+        time.sleep(0.05)
+    assert not (alive and alive[0].is_alive()), "the readahead outlived its process"
