@@ -18,9 +18,12 @@ from test_docs import load_msrsync
 from test_rsync_semantics import age, build
 
 
-def _summary(tmp_path, *args):
+def _summary(tmp_path, *args, default=False):
+    """The --json summary of a run; --readahead given as the default (whose
+    default depends on the machine's CPUs) unless default."""
     path = tmp_path / ("summary-%d.json" % len(list(tmp_path.glob("summary-*"))))
-    cp = run_msrsync(*(["--json", path] + list(args)))
+    given = [] if default or "--readahead" in args else ["--readahead", "64M"]
+    cp = run_msrsync(*(["--json", path] + given + list(args)))
     assert cp.returncode == 0, cp.stderr
     return json.loads(path.read_text())
 
@@ -47,8 +50,8 @@ def _copy_of(src):
 def test_a_copy_asks_for_every_file_rsync_sends(tmp_path, procs):
     src = str(tmp_path / "src")
     files = _tree(src)
-    differential(tmp_path / "diff", [src + "/"], ["-p", procs, "-f", "4"]
-                       if procs != "1" else ["-p", "1"])
+    differential(tmp_path / "diff", [src + "/"], ["--readahead", "64M", "-p", procs] +
+                 (["-f", "4"] if procs != "1" else []))
     summary = _summary(tmp_path, "-p", procs, src + "/", str(tmp_path / "dest2"))
     assert summary["readahead_files"] == files
     assert summary["readahead_bytes"] == sum(3000 + n for n in range(files))
@@ -70,7 +73,7 @@ def test_an_up_to_date_rerun_asks_for_nothing_and_a_changed_file_only_for_it(tmp
     os.utime(os.path.join(src, "a", "b", "g02"), (1e9, 1e9))
     changed = _summary(tmp_path, "-p", "2", "-f", "5", src + "/", dest)
     assert changed["readahead_files"] == 2
-    differential(tmp_path / "diff", [src + "/"], ["-p", "2", "-f", "5"],
+    differential(tmp_path / "diff", [src + "/"], ["--readahead", "64M", "-p", "2", "-f", "5"],
                        prepare_dest=_copy_of(stale))
 
 
@@ -94,7 +97,7 @@ def test_checksum_or_ignore_times_asks_for_every_file_even_up_to_date(tmp_path, 
     _summary(tmp_path, "-p", "2", src + "/", dest)
     summary = _summary(tmp_path, "-p", "2", "--rsync", opts, src + "/", dest)
     assert summary["readahead_files"] == files
-    differential(tmp_path / "diff", [src + "/"], ["-p", "2", "-f", "3"],
+    differential(tmp_path / "diff", [src + "/"], ["--readahead", "64M", "-p", "2", "-f", "3"],
                        rsync_opts=opts.split(), prepare_dest=_copy_of(dest))
 
 
@@ -115,8 +118,19 @@ def test_excluded_files_are_not_asked_for(tmp_path, procs):
     summary = _summary(tmp_path, "-p", procs, "--rsync", "-ac --exclude=g*", src + "/",
                        str(tmp_path / "dest"))
     assert summary["readahead_files"] == 15     # the a/fNN, not the a/b/gNN
-    differential(tmp_path / "diff", [src + "/"], ["-p", procs],
+    differential(tmp_path / "diff", [src + "/"], ["--readahead", "64M", "-p", procs],
                        rsync_opts=["-ac", "--exclude=g*"])
+
+
+def test_by_default_no_readahead_with_more_rsyncs_than_cpus(tmp_path):
+    src = str(tmp_path / "src")
+    _tree(src, files=8)
+    cpus = len(os.sched_getaffinity(0))
+    many = _summary(tmp_path, "-p", str(cpus + 1), src + "/", str(tmp_path / "d1"),
+                    default=True)
+    assert many["readahead_files"] == 0
+    few = _summary(tmp_path, "-p", "1", src + "/", str(tmp_path / "d2"), default=True)
+    assert few["readahead_files"] == 8
 
 
 def test_an_up_to_date_rerun_stops_looking_after_its_first_thousand_files(tmp_path):
