@@ -7,6 +7,7 @@ window is checked against a real process's read counter."""
 
 import json
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -18,12 +19,12 @@ from test_docs import load_msrsync
 from test_rsync_semantics import age, build
 
 
-def _summary(tmp_path, *args, default=False):
+def _summary(tmp_path, *args, default=False, env=None):
     """The --json summary of a run; --readahead given as the default (whose
     default depends on the machine's CPUs) unless default."""
     path = tmp_path / ("summary-%d.json" % len(list(tmp_path.glob("summary-*"))))
     given = [] if default or "--readahead" in args else ["--readahead", "64M"]
-    cp = run_msrsync(*(["--json", path] + given + list(args)))
+    cp = run_msrsync(*(["--json", path] + given + list(args)), env=env)
     assert cp.returncode == 0, cp.stderr
     return json.loads(path.read_text())
 
@@ -39,6 +40,22 @@ def _tree(root, files=30, size=3000, empty=2):
     return files
 
 
+@pytest.fixture
+def late_rsync(tmp_path):
+    """An environment whose rsync starts 0.3 s late: without -c the readahead asks
+    for what DEST's copy does not match, and a quick rsync would otherwise copy some
+    files before the readahead looks at them (then rightly not asked for), which
+    would make the counts below depend on timing."""
+    bindir = tmp_path / "late-bin"
+    bindir.mkdir()
+    wrapper = bindir / "rsync"
+    wrapper.write_text("#!/bin/sh\nsleep 0.3\nexec %s \"$@\"\n" % shutil.which("rsync"))
+    wrapper.chmod(0o755)
+    env = dict(os.environ)
+    env["PATH"] = "%s:%s" % (bindir, env.get("PATH", ""))
+    return env
+
+
 def _copy_of(src):
     def prepare(dest):
         subprocess.run(["rsync", "-a", os.fsencode(src) + b"/", os.fsencode(dest) + b"/"],
@@ -47,21 +64,23 @@ def _copy_of(src):
 
 
 @pytest.mark.parametrize("procs", ["1", "3"])
-def test_a_copy_asks_for_every_file_rsync_sends(tmp_path, procs):
+def test_a_copy_asks_for_every_file_rsync_sends(tmp_path, procs, late_rsync):
     src = str(tmp_path / "src")
     files = _tree(src)
     differential(tmp_path / "diff", [src + "/"], ["--readahead", "64M", "-p", procs] +
                  (["-f", "4"] if procs != "1" else []))
-    summary = _summary(tmp_path, "-p", procs, src + "/", str(tmp_path / "dest2"))
+    summary = _summary(tmp_path, "-p", procs, src + "/", str(tmp_path / "dest2"),
+                       env=late_rsync)
     assert summary["readahead_files"] == files
     assert summary["readahead_bytes"] == sum(3000 + n for n in range(files))
 
 
-def test_an_up_to_date_rerun_asks_for_nothing_and_a_changed_file_only_for_it(tmp_path):
+def test_an_up_to_date_rerun_asks_for_nothing_and_a_changed_file_only_for_it(tmp_path,
+                                                                            late_rsync):
     src = str(tmp_path / "src")
     _tree(src)
     dest = str(tmp_path / "dest")
-    first = _summary(tmp_path, "-p", "2", "-f", "5", src + "/", dest)
+    first = _summary(tmp_path, "-p", "2", "-f", "5", src + "/", dest, env=late_rsync)
     assert first["readahead_files"] == 30
     stale = str(tmp_path / "stale")
     _copy_of(dest)(stale)
@@ -71,13 +90,13 @@ def test_an_up_to_date_rerun_asks_for_nothing_and_a_changed_file_only_for_it(tmp
     with open(os.path.join(src, "a", "f01"), "ab") as handle:
         handle.write(b"more")
     os.utime(os.path.join(src, "a", "b", "g02"), (1e9, 1e9))
-    changed = _summary(tmp_path, "-p", "2", "-f", "5", src + "/", dest)
+    changed = _summary(tmp_path, "-p", "2", "-f", "5", src + "/", dest, env=late_rsync)
     assert changed["readahead_files"] == 2
     differential(tmp_path / "diff", [src + "/"], ["--readahead", "64M", "-p", "2", "-f", "5"],
                        prepare_dest=_copy_of(stale))
 
 
-def test_size_only_asks_only_for_files_whose_size_differs(tmp_path):
+def test_size_only_asks_only_for_files_whose_size_differs(tmp_path, late_rsync):
     src = str(tmp_path / "src")
     _tree(src)
     dest = str(tmp_path / "dest")
@@ -85,7 +104,8 @@ def test_size_only_asks_only_for_files_whose_size_differs(tmp_path):
     os.utime(os.path.join(src, "a", "f01"), (1e9, 1e9))   # same size: not sent
     with open(os.path.join(src, "a", "f03"), "ab") as handle:
         handle.write(b"grown")
-    summary = _summary(tmp_path, "-p", "2", "--rsync", "-a --size-only", src + "/", dest)
+    summary = _summary(tmp_path, "-p", "2", "--rsync", "-a --size-only", src + "/", dest,
+                       env=late_rsync)
     assert summary["readahead_files"] == 1
 
 
@@ -122,14 +142,15 @@ def test_excluded_files_are_not_asked_for(tmp_path, procs):
                        rsync_opts=["-ac", "--exclude=g*"])
 
 
-def test_by_default_no_readahead_with_more_rsyncs_than_cpus(tmp_path):
+def test_by_default_no_readahead_with_more_rsyncs_than_cpus(tmp_path, late_rsync):
     src = str(tmp_path / "src")
     _tree(src, files=8)
     cpus = len(os.sched_getaffinity(0))
     many = _summary(tmp_path, "-p", str(cpus + 1), src + "/", str(tmp_path / "d1"),
                     default=True)
     assert many["readahead_files"] == 0
-    few = _summary(tmp_path, "-p", "1", src + "/", str(tmp_path / "d2"), default=True)
+    few = _summary(tmp_path, "-p", "1", src + "/", str(tmp_path / "d2"), default=True,
+                   env=late_rsync)
     assert few["readahead_files"] == 8
 
 
