@@ -222,3 +222,27 @@ def test_the_readahead_stays_within_its_window_of_what_rsync_read(tmp_path):
     while alive and alive[0].is_alive() and time.time() < deadline:
         time.sleep(0.05)
     assert not (alive and alive[0].is_alive()), "the readahead outlived its process"
+
+
+@pytest.mark.nonroot
+def test_files_of_another_owner_are_asked_for_without_noatime(nonroot):
+    """O_NOATIME is refused on a file one does not own (EPERM): as nobody, root's
+    readable files are opened without it, and still asked for."""
+    prefix, python, work = nonroot
+    src = os.path.join(work, b"in", b"src")
+    _tree(src)                                  # owned by root, 0644 files
+    os.chmod(os.path.join(work, b"in"), 0o755)
+    for dirpath, dirnames, _ in os.walk(src):
+        for name in dirnames:
+            os.chmod(os.path.join(dirpath, name), 0o755)
+    os.chmod(src, 0o755)
+    summary_path = os.path.join(work, b"summary.json")
+    cp = run_msrsync("--json", summary_path, "--readahead", "64M", "-p", "2", "--rsync",
+                     "-rlptc", src + b"/", os.path.join(work, b"dest"), prefix=prefix,
+                     python=python)
+    assert cp.returncode == 0, cp.stderr
+    with open(summary_path, "rb") as handle:
+        assert json.loads(handle.read().decode())["readahead_files"] == 30
+    differential(os.path.join(work, b"diff"), [src + b"/"],
+                 ["--readahead", "64M", "-p", "2", "-f", "4"], rsync_opts=["-rlptc"],
+                 prefix=prefix, python=python)
