@@ -7,8 +7,10 @@ window is checked against a real process's read counter."""
 
 import json
 import os
+import pathlib
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -17,6 +19,39 @@ import pytest
 from helpers import differential, run_msrsync
 from test_docs import load_msrsync
 from test_rsync_semantics import age, build
+
+
+MSR = load_msrsync()
+
+
+def _on_disk(path):
+    return MSR.file_system_type(os.fsencode(str(path))) not in MSR.MEMORY_FS_TYPES
+
+
+def _disk_dir(mode=0o700):
+    """A new directory on a file system that is not in memory, or None."""
+    for parent in ("/var/tmp", os.path.dirname(os.path.abspath(__file__))):
+        if os.path.isdir(parent) and _on_disk(parent):
+            path = tempfile.mkdtemp(prefix="msrsync-readahead-", dir=parent)
+            os.chmod(path, mode)
+            return path
+    return None
+
+
+@pytest.fixture
+def tmp_path(tmp_path):
+    """This module's trees live on a disk: in memory (tmpfs, /tmp on some systems)
+    msrsync asks for no readahead (see test_a_src_in_memory_gets_no_readahead)."""
+    if _on_disk(tmp_path):
+        yield tmp_path
+        return
+    path = _disk_dir()
+    if path is None:
+        pytest.skip("no directory off tmpfs to build trees in")
+    try:
+        yield pathlib.Path(path)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _summary(tmp_path, *args, default=False, env=None):
@@ -229,6 +264,11 @@ def test_files_of_another_owner_are_asked_for_without_noatime(nonroot):
     """O_NOATIME is refused on a file one does not own (EPERM): as nobody, root's
     readable files are opened without it, and still asked for."""
     prefix, python, work = nonroot
+    if not _on_disk(work):
+        work = _disk_dir(0o777)
+        if work is None:
+            pytest.skip("no directory off tmpfs to build trees in")
+        work = os.fsencode(work)
     src = os.path.join(work, b"in", b"src")
     _tree(src)                                  # owned by root, 0644 files
     os.chmod(os.path.join(work, b"in"), 0o755)
@@ -246,3 +286,21 @@ def test_files_of_another_owner_are_asked_for_without_noatime(nonroot):
     differential(os.path.join(work, b"diff"), [src + b"/"],
                  ["--readahead", "64M", "-p", "2", "-f", "4"], rsync_opts=["-rlptc"],
                  prefix=prefix, python=python)
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm") or _on_disk("/dev/shm"),
+                    reason="no tmpfs at /dev/shm")
+def test_a_src_in_memory_gets_no_readahead(tmp_path):
+    """tmpfs holds its files in memory: there is no disk to keep busy."""
+    shm = tempfile.mkdtemp(prefix="msrsync-readahead-", dir="/dev/shm")
+    try:
+        src = os.path.join(shm, "src")
+        _tree(src)
+        by_default = _summary(tmp_path, "-p", "1", "--rsync", "-ac", src + "/",
+                              str(tmp_path / "d1"), default=True)
+        assert by_default["readahead_files"] == 0
+        given = _summary(tmp_path, "-p", "1", "--rsync", "-ac", src + "/",
+                         str(tmp_path / "d2"))      # --readahead 64M given
+        assert given["readahead_files"] == 0
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
