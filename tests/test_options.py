@@ -167,6 +167,24 @@ def test_default_caps_grow_with_the_tree(tmp_path, procs):
         assert 4 <= grown["buckets_total"] < fixed["buckets_total"], (grown, fixed)
 
 
+def test_a_dry_run_cuts_by_the_caps_alone_whatever_the_timing(tmp_path):
+    """-d runs nothing, so no worker waits: the buckets it shows are the caps' cuts,
+    the same whether a waiting worker would be served at once (MSRSYNC_IDLE_CUT=0)
+    or never (before, its always-idle workers made the cuts follow the scan's pace:
+    23 buckets on a loaded machine where an idle one cut 18)."""
+    src = tmp_path / "src"
+    _wide_tree(src)
+    counts = []
+    for idle in ("0", "1000"):
+        path = tmp_path / ("idle-%s.json" % idle)
+        env = dict(os.environ, MSRSYNC_IDLE_CUT=idle)
+        cp = run_msrsync("-d", "-p", "2", "--json", path, os.fsencode(src) + b"/",
+                         tmp_path / "dest", env=env)
+        assert cp.returncode == 0, describe(cp)
+        counts.append(json.loads(path.read_text())["buckets_total"])
+    assert counts[0] == counts[1], counts
+
+
 def test_default_caps_copy_a_wide_tree_like_rsync(tmp_path):
     from test_rsync_semantics import age
     src = tmp_path / "src"
