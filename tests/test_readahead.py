@@ -304,3 +304,17 @@ def test_a_src_in_memory_gets_no_readahead(tmp_path):
         assert given["readahead_files"] == 0
     finally:
         shutil.rmtree(shm, ignore_errors=True)
+
+
+def test_a_file_bigger_than_the_window_is_asked_for_up_to_the_window(tmp_path):
+    """Memory holds no more than the window: of a 64 MiB file (sparse) and a 3 KB
+    one, with --readahead 1M, 1 MiB and 3 KB are asked for."""
+    src = tmp_path / "src"
+    src.mkdir()
+    with open(str(src / "big"), "wb") as handle:
+        handle.truncate(64 << 20)
+    (src / "small").write_bytes(b"s" * 3000)
+    summary = _summary(tmp_path, "-p", "1", "--readahead", "1M", "--rsync", "-ac",
+                       str(src) + "/", str(tmp_path / "dest"))
+    assert summary["readahead_files"] == 2
+    assert summary["readahead_bytes"] == (1 << 20) + 3000
