@@ -318,3 +318,18 @@ def test_a_file_bigger_than_the_window_is_asked_for_up_to_the_window(tmp_path):
                        str(src) + "/", str(tmp_path / "dest"))
     assert summary["readahead_files"] == 2
     assert summary["readahead_bytes"] == (1 << 20) + 3000
+
+
+def test_a_copy_run_from_inside_src_still_asks_for_every_file(tmp_path, late_rsync):
+    """'cd SRC && msrsync . DEST' into a new DEST: DEST has no directory to look
+    names up in, and the names must not be looked up where msrsync runs (which
+    holds the very same files, equal by size and mtime, here)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in range(5):
+        (src / ("x%d" % n)).write_bytes(b"x" * (100 + n))
+    path = tmp_path / "summary.json"
+    cp = run_msrsync("--json", path, "--readahead", "64M", "-p", "1", "./",
+                     str(tmp_path / "dest"), cwd=str(src), env=late_rsync)
+    assert cp.returncode == 0, cp.stderr
+    assert json.loads(path.read_text())["readahead_files"] == 5
