@@ -9,14 +9,15 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import tempfile
-import threading
 import time
 
 import pytest
 
-from helpers import differential, run_msrsync
+from helpers import (differential, make_tree, rsync_processes_mentioning, run_msrsync,
+                     start_msrsync, wait_for)
 from test_docs import load_msrsync
 from test_rsync_semantics import age, build
 
@@ -228,35 +229,49 @@ def test_files_already_in_memory_stop_the_readahead_after_its_probe(tmp_path):
     assert 16 <= summary["readahead_files"] <= 18, summary["readahead_files"]
 
 
+def _state(pid):
+    """A process's state letter (Z: exited, not yet waited for), or None when gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as handle:
+            return handle.read().rpartition(b")")[2].split()[0]
+    except OSError:
+        return None
+
+
 def test_the_readahead_stays_within_its_window_of_what_rsync_read(tmp_path):
     """A real process that reads nothing stands for rsync: the advice stops one window
-    past its read counter, and the thread ends once the process is gone."""
+    past its read counter, and the readahead's own process ends once the process is
+    gone (before it is told to)."""
     m = load_msrsync()
     src = tmp_path / "src"
     src.mkdir()
     for n in range(64):
         (src / ("f%02d" % n)).write_bytes(b"w" * 65536)
     proc = subprocess.Popen(["sleep", "60"])
+    ra = None
     try:
         time.sleep(0.3)
         with open("/proc/%d/io" % proc.pid, "rb") as handle:
             rchar = int([line for line in handle if line.startswith(b"rchar:")][0].split()[1])
         window = 1 << 20
-        ra = m.Readahead(window, None, True, False, False, None, threading.Event())
+        ra = m.Readahead(window, None, True, False, False, None)
         ra.useful = True      # no probe: this test is about the window alone
         ra.follow(proc.pid, iter([(os.fsencode(str(src)), b".", 2)]))
+        child = ra.children[proc.pid][0]
         time.sleep(1.0)
-        asked = ra.bytes
-        assert rchar + window < 64 * 65536, rchar     # room to stop short of the end
-        assert rchar + window < asked <= rchar + window + 65536, (asked, rchar)
+        assert _state(child) not in (None, b"Z"), "the readahead ended with its rsync alive"
     finally:
         proc.kill()
         proc.wait()
-    alive = [t for t in threading.enumerate() if t.name == "readahead-%d" % proc.pid]
     deadline = time.time() + 5
-    while alive and alive[0].is_alive() and time.time() < deadline:
+    while _state(child) != b"Z" and time.time() < deadline:
         time.sleep(0.05)
-    assert not (alive and alive[0].is_alive()), "the readahead outlived its process"
+    assert _state(child) == b"Z", "the readahead outlived its process"
+    ra.finish(proc.pid)
+    assert _state(child) is None and not ra.children
+    asked = ra.bytes
+    assert rchar + window < 64 * 65536, rchar     # room to stop short of the end
+    assert rchar + window < asked <= rchar + window + 65536, (asked, rchar)
 
 
 @pytest.mark.nonroot
@@ -333,3 +348,61 @@ def test_a_copy_run_from_inside_src_still_asks_for_every_file(tmp_path, late_rsy
                      str(tmp_path / "dest"), cwd=str(src), env=late_rsync)
     assert cp.returncode == 0, cp.stderr
     assert json.loads(path.read_text())["readahead_files"] == 5
+
+
+def _forks_of(pid):
+    """Live processes forked by pid that run no other program (its readaheads)."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            cmdline = handle.read()
+    except OSError:
+        return []
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as handle:
+                fields = handle.read().rpartition(b")")[2].split()
+            with open("/proc/%s/cmdline" % name, "rb") as handle:
+                same = handle.read() == cmdline
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] not in (b"Z", b"X") and same:
+            found.append(int(name))
+    return found
+
+
+def _alive(pid):
+    state = _state(pid)
+    return state is not None and state not in (b"Z", b"X")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_msrsync_alone_leaves_no_readahead_behind(tmp_path, signum):
+    """Readaheads wait at their window (64K) while rsync reads at 100 KiB/s: msrsync,
+    signalled alone (not its process group), ends it with its rsyncs."""
+    src = make_tree(tmp_path / "src", "big", count=8, size=1 << 20)   # 2 files a bucket
+    proc = start_msrsync("-p", "2", "-s", "2M", "--readahead", "64K", "--rsync",
+                         "-a --bwlimit=100", src + b"/", tmp_path / "dest")
+    forks = []
+    try:
+        assert wait_for(lambda: len(rsync_processes_mentioning(os.fsencode(tmp_path))) >= 2,
+                        10), "rsync workers never started"
+        assert wait_for(lambda: len(_forks_of(proc.pid)) >= 2, 5), "no readahead running"
+        forks = _forks_of(proc.pid)
+        time.sleep(0.3)
+        assert all(_alive(pid) for pid in forks), "a readahead ended before its rsync"
+        os.kill(proc.pid, signum)
+        out, err = proc.communicate(timeout=15)
+        assert proc.returncode == 20, err
+        assert b"Traceback" not in err
+        left = [pid for pid in forks if _alive(pid)]
+        assert not left, "readaheads left running: %r" % left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        for pid, _ in rsync_processes_mentioning(os.fsencode(tmp_path)):
+            os.kill(pid, signal.SIGKILL)
