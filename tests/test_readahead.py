@@ -178,16 +178,21 @@ def test_excluded_files_are_not_asked_for(tmp_path, procs):
                        rsync_opts=["-ac", "--exclude=g*"])
 
 
-def test_by_default_no_readahead_with_more_rsyncs_than_cpus(tmp_path, late_rsync):
-    src = str(tmp_path / "src")
-    _tree(src, files=8)
-    cpus = len(os.sched_getaffinity(0))
-    many = _summary(tmp_path, "-p", str(cpus + 1), src + "/", str(tmp_path / "d1"),
-                    default=True)
-    assert many["readahead_files"] == 0
-    few = _summary(tmp_path, "-p", "1", src + "/", str(tmp_path / "d2"), default=True,
-                   env=late_rsync)
-    assert few["readahead_files"] == 8
+def test_by_default_the_rsyncs_share_a_window_of_64m_a_cpu(tmp_path):
+    """Of a 128 MiB file (sparse) and a 3 KB one, -c: 64 MiB is asked for at -p 1,
+    and with twice as many rsyncs as CPUs half of that (the page cache holds no more
+    however large -p)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    with open(str(src / "big"), "wb") as handle:
+        handle.truncate(128 << 20)
+    (src / "a").write_bytes(b"s" * 3000)   # first: a sparse file reads no disk,
+    cpus = len(os.sched_getaffinity(0))      # which ends the readahead after it
+    for procs, window in ((1, 64 << 20), (2 * cpus, 32 << 20)):
+        summary = _summary(tmp_path, "-p", str(procs), "--rsync", "-ac", str(src) + "/",
+                           str(tmp_path / ("dest%d" % procs)), default=True)
+        assert summary["readahead_files"] == 2, procs
+        assert summary["readahead_bytes"] == window + 3000, procs
 
 
 def test_an_up_to_date_rerun_stops_looking_after_its_first_thousand_files(tmp_path):
