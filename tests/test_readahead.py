@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import shutil
+import select
 import signal
 import subprocess
 import tempfile
@@ -245,36 +246,38 @@ def _state(pid):
 
 def test_the_readahead_stays_within_its_window_of_what_rsync_read(tmp_path):
     """A real process that reads nothing stands for rsync: the advice stops one window
-    past its read counter, and the readahead's own process ends once the process is
-    gone (before it is told to)."""
+    past its read counter, and the helper ends that job once the process is gone
+    (before it is told to); close() ends the helper."""
     m = load_msrsync()
     src = tmp_path / "src"
     src.mkdir()
     for n in range(64):
         (src / ("f%02d" % n)).write_bytes(b"w" * 65536)
     proc = subprocess.Popen(["sleep", "60"])
-    ra = None
     try:
         time.sleep(0.3)
         with open("/proc/%d/io" % proc.pid, "rb") as handle:
             rchar = int([line for line in handle if line.startswith(b"rchar:")][0].split()[1])
         window = 1 << 20
         ra = m.Readahead(window, None, True, False, False, None)
+        ra.start(1)
+        helper = ra.idle[0]
         ra.useful = True      # no probe: this test is about the window alone
-        ra.follow(proc.pid, iter([(os.fsencode(str(src)), b".", 2)]))
-        child = ra.children[proc.pid][0]
+        ra.follow(proc.pid, (b"roots", [(os.fsencode(str(src)), b".", 2)]))
+        assert ra.busy[proc.pid] is helper
         time.sleep(1.0)
-        assert _state(child) not in (None, b"Z"), "the readahead ended with its rsync alive"
+        assert not select.select([helper.inp], [], [], 0)[0], \
+            "the readahead ended with its rsync alive"
     finally:
         proc.kill()
         proc.wait()
-    deadline = time.time() + 5
-    while _state(child) != b"Z" and time.time() < deadline:
-        time.sleep(0.05)
-    assert _state(child) == b"Z", "the readahead outlived its process"
+    # it reports by itself, before it is told its rsync is gone
+    assert select.select([helper.inp], [], [], 5)[0], "the readahead outlived its process"
     ra.finish(proc.pid)
-    assert _state(child) is None and not ra.children
+    assert not ra.busy and ra.idle == [helper] and _state(helper.pid) not in (None, b"Z")
     asked = ra.bytes
+    ra.close()
+    assert _state(helper.pid) is None, "the helper outlived close()"
     assert rchar + window < 64 * 65536, rchar     # room to stop short of the end
     assert rchar + window < asked <= rchar + window + 65536, (asked, rchar)
 
