@@ -94,13 +94,8 @@ def stderr_lines(cp):
     return [l for l in text(cp.stderr).splitlines()]
 
 
-def rsync_processes_mentioning(needle):
-    """(pid, argv) of live rsync processes whose command line contains needle (bytes).
-
-    Scans /proc; zombies are ignored (they hold nothing and are reaped by their parent).
-    """
-    needle = os.fsencode(needle)
-    found = []
+def processes():
+    """(pid, parent's pid, state letter, command line) of every process in /proc."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -108,14 +103,25 @@ def rsync_processes_mentioning(needle):
             with open("/proc/%s/cmdline" % name, "rb") as f:
                 cmdline = f.read()
             with open("/proc/%s/stat" % name, "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
+                fields = f.read().rsplit(b")", 1)[1].split()
+            yield int(name), int(fields[1]), fields[0], cmdline
+        except (OSError, IndexError, ValueError):
             continue
+
+
+def rsync_processes_mentioning(needle):
+    """(pid, argv) of live rsync processes whose command line contains needle (bytes).
+
+    Scans /proc; zombies are ignored (they hold nothing and are reaped by their parent).
+    """
+    needle = os.fsencode(needle)
+    found = []
+    for pid, _, state, cmdline in processes():
         argv = cmdline.split(b"\0")
         if state == b"Z" or not argv or not argv[0]:
             continue
         if os.path.basename(argv[0]).startswith(b"rsync") and needle in cmdline:
-            found.append((int(name), argv))
+            found.append((pid, argv))
     return found
 
 

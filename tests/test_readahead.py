@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from helpers import (differential, make_tree, rsync_processes_mentioning, run_msrsync,
-                     start_msrsync, wait_for)
+from helpers import (differential, make_tree, processes, rsync_processes_mentioning,
+                     run_msrsync, start_msrsync, wait_for)
 from test_docs import load_msrsync
 from test_rsync_semantics import age, build
 
@@ -365,20 +365,8 @@ def _forks_of(pid):
             cmdline = handle.read()
     except OSError:
         return []
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % name, "rb") as handle:
-                fields = handle.read().rpartition(b")")[2].split()
-            with open("/proc/%s/cmdline" % name, "rb") as handle:
-                same = handle.read() == cmdline
-        except OSError:
-            continue
-        if int(fields[1]) == pid and fields[0] not in (b"Z", b"X") and same:
-            found.append(int(name))
-    return found
+    return [child for child, parent, state, argv in processes()
+            if parent == pid and state not in (b"Z", b"X") and argv == cmdline]
 
 
 def _alive(pid):
