@@ -263,7 +263,7 @@ def test_the_readahead_stays_within_its_window_of_what_rsync_read(tmp_path):
         ra.start(1)
         helper = ra.idle[0]
         ra.useful = True      # no probe: this test is about the window alone
-        ra.follow(proc.pid, (b"roots", [(os.fsencode(str(src)), b".", 2)]))
+        ra.follow(proc.pid, m.readahead_job([(os.fsencode(str(src)), b".")]))
         assert ra.busy[proc.pid] is helper
         time.sleep(1.0)
         assert not select.select([helper.inp], [], [], 0)[0], \
