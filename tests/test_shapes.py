@@ -11,7 +11,7 @@ import os
 import pytest
 
 from helpers import differential, run_msrsync, run_rsync
-from test_rsync_semantics import age, build
+from test_rsync_semantics import age, build, item_lines
 
 
 def _summary(tmp_path, *args):
@@ -287,3 +287,50 @@ def test_the_directory_pass_leaves_out_directories_already_like_srcs(tmp_path):
     assert again["rsync_processes"] == again["buckets_total"], again       # no pass
     differential(tmp_path / "w", [src + b"/"], ["-p", "3", "-f", "5"], ["-a", "--delete"],
                  prepare_dest=_stale_dirs(src))
+
+
+def _dirs_of_dirs(src):
+    """A root and a directory "big" that hold directories alone, both over the
+    first cap (1,000 entries): the scan splits them."""
+    spec = {}
+    for g in range(4):
+        for s in range(2):
+            for f in range(90):
+                spec["g%d/s%d/f%02d" % (g, s, f)] = "g%d s%d %d\n" % (g, s, f)
+    for s in range(4):
+        for f in range(300):
+            spec["big/s%d/f%03d" % (s, f)] = "big %d %d\n" % (s, f)
+    build(src, spec)
+    os.chmod(os.path.join(src, b"big"), 0o750)
+    os.chmod(os.path.join(src, b"g1"), 0o700)
+    age(src)
+
+
+def _old_copy(dest):
+    """DEST from before: "big" and the root with other modes and times."""
+    os.makedirs(os.path.join(dest, b"big", b"s0"))
+    os.chmod(os.path.join(dest, b"big"), 0o777)
+    os.chmod(dest, 0o700)
+
+
+@pytest.mark.parametrize("idle", ["0.05", "0"], ids=["scan-first", "waiting-workers"])
+def test_a_directory_of_directories_alone_gets_no_rsync_of_its_own(tmp_path, monkeypatch,
+                                                                   idle):
+    """A split directory holding directories alone is no "dir/" entry (an rsync -d
+    stat'ing each of its subdirectories: over sshfs the root's took a worker 0.23 s,
+    41 rsyncs at -p 8 where 40 were five rounds): its subtrees create it and the
+    directory pass gives it its mode and time.  Growing caps only; the tree and
+    the item lines are rsync's, into a new DEST and into an old copy."""
+    monkeypatch.setenv("MSRSYNC_IDLE_CUT", idle)
+    src = os.fsencode(tmp_path / "src")
+    _dirs_of_dirs(src)
+    lists = _bucket_commands(tmp_path, "-p", "3", src + b"/", os.fsencode(tmp_path / "d"))
+    names = [n for entries in lists.values() for n in entries]
+    if idle != "0":     # (waiting workers get the root's subtrees unwalked)
+        assert b"big/s0" in names, lists      # "big" was split
+    assert not {b"./", b"big/", b"."} & set(names), lists
+    for prepare, where in ((None, "new"), (_old_copy, "old")):
+        result = differential(tmp_path / where, [src + b"/"], ["-p", "3"], ["-ai"],
+                              prepare_dest=prepare)
+        assert sorted(item_lines(result.msrsync.stdout)) == \
+            sorted(item_lines(result.oracle.stdout)), result.msrsync.stdout

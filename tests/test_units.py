@@ -2,6 +2,7 @@
 
 import argparse
 import os
+import threading
 
 import pytest
 
@@ -364,3 +365,51 @@ def test_a_sampled_listing_gives_up_when_its_sample_holds_a_big_file(tmp_path):
     assert m.PrefetchFS._list_sampled(os.fsencode(d)) is None
     os.unlink(str(d / "big"))
     assert len(m.PrefetchFS._list_sampled(os.fsencode(d))) == 1
+
+
+def _speculating_scanner(waiting):
+    """A Scanner as Run sets it up with growing caps and a local SRC; `waiting`
+    lists what successive hungry() calls answer (then 0)."""
+    units, dirs, shares = [], [], []
+    scanner = m.Scanner(1000, 1 << 40,
+                        lambda source, unit, rel, n, size, rule=None: units.append((unit, rel, n)),
+                        lambda source, rel, rule=None: dirs.append(rel),
+                        threading.Event(), False)
+    answers = iter(waiting)
+    scanner.hungry = lambda: next(answers, 0)
+    scanner.speculate = True
+    scanner.flush_units = lambda source: shares.append(len(units))
+    return scanner, units, dirs, shares
+
+
+def test_workers_waiting_at_once_get_an_unwalked_subtree_each(tmp_path, monkeypatch):
+    """Three workers wait when the scan has listed the root: three subtrees go out
+    unwalked in one go (one every IDLE_CUT left the eighth rsync of -p 8 starting
+    0.2 s after the first over sshfs); the rest is walked; the root holds
+    directories alone, so it gets no "./" entry of its own (an rsync listing every
+    subdirectory) but goes to the directory pass."""
+    monkeypatch.setattr(m, "IDLE_CUT", 0.0)
+    src = tmp_path / "src"
+    for i in range(6):
+        (src / ("d%d" % i)).mkdir(parents=True)
+        (src / ("d%d" % i) / "f").write_bytes(b"x")
+    scanner, units, dirs, shares = _speculating_scanner([3])
+    scanner.scan(m.Source(b"src", os.fsencode(src), b".", True))
+    assert scanner.speculated == 3
+    assert [u[:2] for u in units] == [(m.UNIT_TREE, b"d%d" % i) for i in range(6)]
+    assert shares == [1, 2, 3]                # each handed to the bucketer at once
+    # unwalked: 1 entry each, the first carrying the root's; walked: d and f
+    assert [u[2] for u in units] == [2, 1, 1, 2, 2, 2]
+    assert scanner.entries == sum(u[2] for u in units)
+    assert dirs == [b"."]
+
+
+def test_a_directory_with_files_still_gets_its_own_entry_when_split(tmp_path, monkeypatch):
+    monkeypatch.setattr(m, "IDLE_CUT", 0.0)
+    src = tmp_path / "src"
+    for i in range(3):
+        (src / ("d%d" % i)).mkdir(parents=True)
+    (src / "top.txt").write_bytes(b"x")
+    scanner, units, dirs, shares = _speculating_scanner([1])
+    scanner.scan(m.Source(b"src", os.fsencode(src), b".", True))
+    assert (m.UNIT_DIR, b".", 2) in units     # itself and top.txt, by rsync -d
