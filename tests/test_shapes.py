@@ -334,3 +334,51 @@ def test_a_directory_of_directories_alone_gets_no_rsync_of_its_own(tmp_path, mon
                               prepare_dest=prepare)
         assert sorted(item_lines(result.msrsync.stdout)) == \
             sorted(item_lines(result.oracle.stdout)), result.msrsync.stdout
+
+
+def _pass_ran(tmp_path, *args):
+    """Run with -k -j; whether the directory pass ran an rsync (its log)."""
+    cp = run_msrsync(*(["-k", "-j"] + list(args)))
+    assert cp.returncode == 0, cp.stderr
+    line = [l for l in cp.stdout.splitlines() if l.startswith(b"buckets dir is ")][0]
+    bdir = line[len(b"buckets dir is "):]
+    return any(n.startswith(b"dirs-") and n.endswith(b".log") for n in os.listdir(bdir))
+
+
+@pytest.mark.parametrize("rsync_opts,pass_runs", [
+    (["-a"], False), (["-a", "-O"], True), (["-rlpgoD"], True), (["-ai"], True),
+    (["-a", "--chmod=D0700"], True)], ids=["a", "omit-dir-times", "no-times", "itemize",
+                                           "chmod"])
+def test_directories_that_differ_by_their_mtime_alone_get_it_without_an_rsync(
+        tmp_path, rsync_opts, pass_runs):
+    """After a copy the split directories differ from SRC's by their mtime alone
+    (buckets wrote in them): with -t, msrsync gives them SRC's (as the directory
+    pass would) and runs no pass (over sshfs, rsync -d on "." stat'ed every entry
+    of the root: 0.15 s alone at the end); without -t, with -O, with lines per
+    item or where modes differ the pass still runs.  The tree is rsync's (where
+    directory times are copied: else they are the time of the run)."""
+    src = os.fsencode(tmp_path / "src")
+    _dirs_of_dirs(src)
+    os.makedirs(os.path.join(src, b"g2", b"files"))
+    build(src, dict(("g2/files/h%04d" % i, "h") for i in range(1100)))   # split: "dir/"
+    age(src)
+    opts = ["--rsync", " ".join(rsync_opts)]
+    assert _pass_ran(tmp_path, *(["-p", "3"] + opts + [src + b"/",
+                                                        os.fsencode(tmp_path / "d")])) \
+        is pass_runs
+    differential(tmp_path / "w", [src + b"/"], ["-p", "3"], rsync_opts,
+                 prepare_dest=_old_copy, compare="-O" not in rsync_opts and "-a" in rsync_opts[0])
+
+
+def test_a_dry_run_of_rsync_sets_no_directory_time(tmp_path):
+    """--rsync "-an": DEST's directories keep their times (no pass changes them)."""
+    src = os.fsencode(tmp_path / "src")
+    _dirs_of_dirs(src)
+    dest = os.fsencode(tmp_path / "d")
+    run_rsync(src + b"/", dest, opts=["-a"])
+    os.utime(os.path.join(dest, b"big"), ns=(10 ** 18, 10 ** 18))
+    os.utime(dest, ns=(10 ** 18, 10 ** 18))
+    cp = run_msrsync("-p", "3", "--rsync", "-an", src + b"/", dest)
+    assert cp.returncode == 0, cp.stderr
+    assert os.lstat(os.path.join(dest, b"big")).st_mtime_ns == 10 ** 18
+    assert os.lstat(dest).st_mtime_ns == 10 ** 18
