@@ -342,7 +342,7 @@ def test_a_sampled_listing_stats_a_few_files_and_gives_the_rest_their_mean(tmp_p
     for i in range(10):
         (d / ("f%d" % i)).write_bytes(b"x" * 100)
     os.symlink("f0", str(d / "link"))
-    entries = m.PrefetchFS._list_sampled(os.fsencode(d))
+    entries = m.sampled_listing(os.fsencode(d))
     by_name = {e.name: e for e in entries}
     assert sorted(by_name) == sorted([b"sub", b"link"] + [b"f%d" % i for i in range(10)])
     assert by_name[b"sub"].is_dir(follow_symlinks=False)
@@ -362,9 +362,9 @@ def test_a_sampled_listing_gives_up_when_its_sample_holds_a_big_file(tmp_path):
     with open(str(d / "big"), "wb") as f:
         f.truncate(m.SAMPLE_BIG)
     (d / "small").write_bytes(b"s")
-    assert m.PrefetchFS._list_sampled(os.fsencode(d)) is None
+    assert m.sampled_listing(os.fsencode(d)) is None
     os.unlink(str(d / "big"))
-    assert len(m.PrefetchFS._list_sampled(os.fsencode(d))) == 1
+    assert len(m.sampled_listing(os.fsencode(d))) == 1
 
 
 def _speculating_scanner(waiting):
