@@ -382,3 +382,49 @@ def test_a_dry_run_of_rsync_sets_no_directory_time(tmp_path):
     assert cp.returncode == 0, cp.stderr
     assert os.lstat(os.path.join(dest, b"big")).st_mtime_ns == 10 ** 18
     assert os.lstat(dest).st_mtime_ns == 10 ** 18
+
+
+def _small_tree(root, dirs=6, files=40):
+    build(root, dict(("d%d/f%02d" % (d, f), "small %d %d\n" % (d, f))
+                     for d in range(dirs) for f in range(files)))
+    age(root)
+
+
+def test_a_local_scan_into_a_dest_holding_a_copy_samples_file_sizes(tmp_path):
+    """Where DEST holds a copy (an update, a re-run), the scan stats a sample of
+    each directory's files, their type from the listing (scan_names_only): rsync's
+    quick check says what is sent.  A file grown big, a changed one, a new
+    directory and a symlink: the tree is rsync's, and the byte total is rsync's,
+    the one a scan stat'ing every file finds into an empty DEST."""
+    old = os.fsencode(tmp_path / "old")
+    _small_tree(old)
+    src = os.fsencode(tmp_path / "src")
+    _small_tree(src)
+    build(src, {"d0/zbig": "B" * (3 << 20), "d1/f03": "changed\n", "new/g": "g\n",
+                "d2/link": ("symlink", "f00")})
+    age(src)
+
+    def copy_of_old(dest):
+        run_rsync(old + b"/", dest, opts=["-a"])
+
+    copy_of_old(os.fsencode(tmp_path / "d1"))
+    cp, update = _summary(tmp_path, "-p", "3", src + b"/", os.fsencode(tmp_path / "d1"))
+    assert cp.returncode == 0, cp.stderr
+    cp, fresh = _summary(tmp_path, "-p", "3", src + b"/", os.fsencode(tmp_path / "d2"))
+    assert cp.returncode == 0, cp.stderr
+    assert update["scan_names_only"] is True, update
+    assert fresh["scan_names_only"] is False, fresh
+    assert update["bytes_total"] == fresh["bytes_total"] > 3 << 20
+    differential(tmp_path / "w", [src + b"/"], ["-p", "3"], ["-a", "--delete"],
+                 prepare_dest=copy_of_old)
+
+
+@pytest.mark.parametrize("extra", [["-f", "50"], ["--rsync", "-aH"]], ids=["caps-given", "H"])
+def test_a_local_scan_stats_every_file_where_it_needs_them(tmp_path, extra):
+    src = os.fsencode(tmp_path / "src")
+    _small_tree(src)
+    dest = os.fsencode(tmp_path / "d")
+    run_rsync(src + b"/", dest, opts=["-a"])
+    cp, s = _summary(tmp_path, *(["-p", "3"] + extra + [src + b"/", dest]))
+    assert cp.returncode == 0, cp.stderr
+    assert s["scan_names_only"] is False, s
