@@ -313,7 +313,7 @@ def _old_copy(dest):
     os.chmod(dest, 0o700)
 
 
-@pytest.mark.parametrize("idle", ["0.05", "0"], ids=["scan-first", "waiting-workers"])
+@pytest.mark.parametrize("idle", ["5", "0"], ids=["scan-first", "waiting-workers"])
 def test_a_directory_of_directories_alone_gets_no_rsync_of_its_own(tmp_path, monkeypatch,
                                                                    idle):
     """A split directory holding directories alone is no "dir/" entry (an rsync -d
