@@ -90,12 +90,17 @@ def test_several_srcs_one_worker_first_wins_like_rsync(tmp_path):
     differential(tmp_path / "w", [a + b"/", b + b"/"], ["-p", "1"], ["-a"])
 
 
-def _bucket_commands(tmp_path, *args):
-    """Run with -k -j and return the bucket directory's lists (name -> entries)."""
+def _kept_bucket_dir(*args):
+    """Run with -k -j; the bucket directory it kept."""
     cp = run_msrsync(*(["-k", "-j"] + list(args)))
     assert cp.returncode == 0, cp.stderr
     line = [l for l in cp.stdout.splitlines() if l.startswith(b"buckets dir is ")][0]
-    bdir = line[len(b"buckets dir is "):]
+    return line[len(b"buckets dir is "):]
+
+
+def _bucket_commands(tmp_path, *args):
+    """Run with -k -j and return the bucket directory's lists (name -> entries)."""
+    bdir = _kept_bucket_dir(*args)
     lists = {}
     for name in sorted(os.listdir(bdir)):
         if name.endswith(b".list") and name[:1].isdigit():
@@ -338,10 +343,7 @@ def test_a_directory_of_directories_alone_gets_no_rsync_of_its_own(tmp_path, mon
 
 def _pass_ran(tmp_path, *args):
     """Run with -k -j; whether the directory pass ran an rsync (its log)."""
-    cp = run_msrsync(*(["-k", "-j"] + list(args)))
-    assert cp.returncode == 0, cp.stderr
-    line = [l for l in cp.stdout.splitlines() if l.startswith(b"buckets dir is ")][0]
-    bdir = line[len(b"buckets dir is "):]
+    bdir = _kept_bucket_dir(*args)
     return any(n.startswith(b"dirs-") and n.endswith(b".log") for n in os.listdir(bdir))
 
 
