@@ -421,6 +421,26 @@ def test_a_local_scan_into_a_dest_holding_a_copy_samples_file_sizes(tmp_path):
                  prepare_dest=copy_of_old)
 
 
+def test_a_re_run_cuts_bigger_buckets_from_the_first(tmp_path):
+    """Into a DEST holding a copy an entry costs rsync a stat or two, its start
+    ~10 ms of CPU: the growing caps start at RERUN_FILES, not DEFAULT_FILES.
+    3,000 files cut in 1,000s into an empty DEST go in one cut (its tail shared
+    by the -p 2 workers) on the re-run.  (-d: buckets are cut by the caps alone,
+    not by how fast the workers took them.)"""
+    src = os.fsencode(tmp_path / "src")
+    _small_tree(src, dirs=20, files=150)
+    dest = os.fsencode(tmp_path / "d")
+    cp, first = _summary(tmp_path, "-d", "-p", "2", src + b"/", dest)
+    assert cp.returncode == 0, cp.stderr
+    assert first["buckets_total"] >= 3, first
+    run_rsync(src + b"/", dest, opts=["-a"])
+    cp, again = _summary(tmp_path, "-d", "-p", "2", src + b"/", dest)
+    assert cp.returncode == 0, cp.stderr
+    assert again["scan_names_only"] is True, again
+    assert again["buckets_total"] == 2, again
+    assert again["entries_total"] == first["entries_total"] == 3021
+
+
 @pytest.mark.parametrize("extra", [["-f", "50"], ["--rsync", "-aH"]], ids=["caps-given", "H"])
 def test_a_local_scan_stats_every_file_where_it_needs_them(tmp_path, extra):
     src = os.fsencode(tmp_path / "src")

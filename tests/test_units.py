@@ -342,8 +342,12 @@ def test_a_sampled_listing_stats_a_few_files_and_gives_the_rest_their_mean(tmp_p
     for i in range(10):
         (d / ("f%d" % i)).write_bytes(b"x" * 100)
     os.symlink("f0", str(d / "link"))
-    entries = m.sampled_listing(os.fsencode(d))
-    by_name = {e.name: e for e in entries}
+    listing = m.sampled_listing(os.fsencode(d))
+    # the ones not stat'ed are names alone, for the scanner to count in bulk
+    assert len(listing.entries) == 1 + m.SAMPLE_FILES
+    assert len(listing.files) + len(listing.links) == 11 - m.SAMPLE_FILES
+    assert listing.size == 100
+    by_name = {e.name: e for e in listing.expanded().entries}
     assert sorted(by_name) == sorted([b"sub", b"link"] + [b"f%d" % i for i in range(10)])
     assert by_name[b"sub"].is_dir(follow_symlinks=False)
     sizes = sorted(e.stat(follow_symlinks=False).st_size for n, e in by_name.items()
@@ -364,7 +368,7 @@ def test_a_sampled_listing_gives_up_when_its_sample_holds_a_big_file(tmp_path):
     (d / "small").write_bytes(b"s")
     assert m.sampled_listing(os.fsencode(d)) is None
     os.unlink(str(d / "big"))
-    assert len(m.sampled_listing(os.fsencode(d))) == 1
+    assert len(m.sampled_listing(os.fsencode(d)).expanded().entries) == 1
 
 
 def _speculating_scanner(waiting):
@@ -413,3 +417,42 @@ def test_a_directory_with_files_still_gets_its_own_entry_when_split(tmp_path, mo
     scanner, units, dirs, shares = _speculating_scanner([1])
     scanner.scan(m.Source(b"src", os.fsencode(src), b".", True))
     assert (m.UNIT_DIR, b".", 2) in units     # itself and top.txt, by rsync -d
+
+
+def _scan_units(src, fs, max_entries, dest=None):
+    """The units (unit, name, entries, size) a Scanner with `fs` cuts from src,
+    and the scanner."""
+    units = []
+    scanner = m.Scanner(max_entries, 1 << 40,
+                        lambda source, unit, rel, n, size, rule=None:
+                        units.append((unit, rel, n, size)),
+                        lambda source, rel, rule=None: None, threading.Event(), False,
+                        dest, lambda source, rel, rules, rule=None: units.append(("x", rel)))
+    scanner.fs = fs
+    scanner.scan(m.Source(b"src", os.fsencode(src), b".", True))
+    return units, scanner
+
+
+@pytest.mark.parametrize("cap", [1000, 8], ids=["fits", "listed-name-by-name"])
+def test_a_sampled_scan_counts_the_files_it_does_not_stat_as_a_full_one_does(tmp_path, cap):
+    """The files a sampled listing did not stat are counted in bulk: the same
+    units, entries and names as a scan that stats each (sizes aside); a directory
+    over the cap still lists each of them, and deletions still see their names."""
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    for d in ("a", "b"):
+        (src / d).mkdir(parents=True)
+        (dest / d).mkdir(parents=True)
+        for i in range(12):
+            (src / d / ("f%02d" % i)).write_bytes(b"x" * 10)
+            (dest / d / ("f%02d" % i)).write_bytes(b"x" * 10)
+        os.symlink("f00", str(src / d / "link"))
+        os.symlink("f00", str(dest / d / "link"))
+    (dest / "b" / "extra").write_bytes(b"x")     # only b has one to delete
+    full, full_scanner = _scan_units(src, m.LocalFS, cap, os.fsencode(dest))
+    sampled, sampled_scanner = _scan_units(src, m.SampledFS, cap, os.fsencode(dest))
+    assert sorted(u[:3] for u in sampled) == sorted(u[:3] for u in full)
+    assert sampled_scanner.entries == full_scanner.entries == 1 + 2 * 14
+    assert ("x", b"b") in sampled and ("x", b"a") not in sampled
+    if cap == 8:
+        names = [u[1] for u in sampled if u[0] == m.UNIT_ENTRY]
+        assert b"a/f11" in names and b"b/link" in names and len(names) == 26
