@@ -3,10 +3,13 @@ oldest and the newest interpreter pyenv provides."""
 
 import json
 import os
+import shutil
+import sys
 
 import pytest
 
-from helpers import describe, differential, pyenv_python, run_msrsync, stderr_lines
+from helpers import (MSRSYNC, assert_same_tree, describe, differential, pyenv_python, run_cmd,
+                     run_msrsync, run_rsync, stderr_lines)
 
 
 @pytest.fixture(params=["3.6", "3.13"])
@@ -54,3 +57,52 @@ def test_filters_delete_and_hard_links_under_python(tmp_path, python):
     differential(tmp_path, [src + b"/"], ["-p", "3", "-f", "5"],
                  rsync_opts=["-aH", "--delete", "--exclude=*.dat", "--include=d0*/"],
                  prepare_dest=_extras, python=python)
+
+
+@pytest.mark.parametrize("minor", [None, "3.6", "3.13"], ids=["this", "3.6", "3.13"])
+def test_run_as_a_program_it_keeps_its_compiled_code(tmp_path, small_src, minor):
+    """./msrsync: sh starts the python3 in PATH on it (-S) through importlib's
+    loader, which keeps its compiled code in __pycache__ beside it.  The copy is rsync's,
+    from the code compiled and then from the kept one; an edited file is compiled
+    again; errors keep their one line and code; no module of the current
+    directory is imported (python3 -c would put it first in sys.path); with
+    PYTHONDONTWRITEBYTECODE nothing is kept."""
+    python = sys.executable if minor is None else pyenv_python(minor)
+    if python is None:
+        pytest.skip("no pyenv Python %s.x" % minor)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    program = bindir / "msrsync"
+    shutil.copy2(MSRSYNC, str(program))
+    env = dict(os.environ, PATH=os.path.dirname(python) + os.pathsep + os.environ["PATH"])
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "json.py").write_text("raise SystemExit('json.py of the current directory')\n")
+    # the standard library is all it uses: no site module, no sitecustomize
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text("raise SystemExit('sitecustomize ran')\n")
+    env["PYTHONPATH"] = str(hooks)
+    oracle = tmp_path / "oracle"
+    run_rsync(small_src + b"/", oracle, opts=["-a"])
+    for n in range(2):
+        dest = tmp_path / ("d%d" % n)
+        cp = run_cmd([program, "-p", "3", "-f", "5", "--rsync", "-a", small_src + b"/", dest],
+                     env=env, cwd=cwd)
+        assert cp.returncode == 0, describe(cp)
+        assert_same_tree(oracle, dest)
+        kept = os.listdir(str(bindir / "__pycache__"))
+        assert len(kept) == 1 and kept[0].endswith(".pyc"), kept
+    program.write_bytes(program.read_bytes().replace(b'VERSION = "1.0.0"', b'VERSION = "9.9.9"'))
+    cp = run_cmd([program, "--version"], env=env, cwd=cwd)
+    assert cp.stdout == b"msrsync 9.9.9\n", describe(cp)
+    cp = run_cmd([program, "-p", "0", "a", tmp_path / "b"], env=env, cwd=cwd)
+    assert cp.returncode == 1 and len(stderr_lines(cp)) == 1, describe(cp)
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy2(MSRSYNC, str(other / "msrsync"))
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    cp = run_cmd([other / "msrsync", "--version"], env=env, cwd=cwd)
+    assert cp.stdout == b"msrsync 1.0.0\n", describe(cp)
+    assert os.listdir(str(other)) == ["msrsync"]
