@@ -70,6 +70,8 @@ install:
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/msrsync $(DESTDIR)$(MANDIR)/man1/msrsync.1
+	rm -f $(DESTDIR)$(BINDIR)/__pycache__/msrsync*.pyc
+	-rmdir $(DESTDIR)$(BINDIR)/__pycache__ 2>/dev/null
 
 bench:
 	$(PYTHON) bench/suite.py --quick
