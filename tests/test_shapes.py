@@ -7,10 +7,14 @@ really the one meant, so a test cannot pass by taking the other path."""
 
 import json
 import os
+import shutil
+import subprocess
+import time
 
 import pytest
 
 from helpers import differential, run_msrsync, run_rsync
+from remote import serve_sshd, stop_process
 from test_rsync_semantics import age, build, item_lines
 
 
@@ -439,6 +443,54 @@ def test_a_re_run_cuts_bigger_buckets_from_the_first(tmp_path):
     assert again["scan_names_only"] is True, again
     assert again["buckets_total"] == 2, again
     assert again["entries_total"] == first["entries_total"] == 3021
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    yield from serve_sshd(tmp_path_factory)
+
+
+@pytest.fixture
+def sshfs_dir(sshd, tmp_path):
+    """A directory of the test's own, mounted over sshfs from the private sshd
+    (a network file system msrsync knows by its type, fuse.sshfs); unmounted
+    and its sshfs stopped by pid afterwards."""
+    # the private sshd has no sftp subsystem: sshfs runs the server as a command
+    server = [p for p in ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server",
+                          "/usr/lib/ssh/sftp-server") if os.path.exists(p)]
+    if shutil.which("sshfs") is None or not os.path.exists("/dev/fuse") or not server:
+        pytest.skip("needs sshfs, /dev/fuse and sftp-server")
+    served, mnt = tmp_path / "served", tmp_path / "mnt"
+    served.mkdir()
+    mnt.mkdir()
+    proc = subprocess.Popen(
+        ["sshfs", "-f", "-o", "ssh_command=" + sshd.rsh, "-o", "sftp_server=" + server[0],
+         sshd.remote(str(served)), str(mnt)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while not os.path.ismount(str(mnt)):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.skip("sshfs did not mount: %s" % proc.stderr.read()[-300:])
+            time.sleep(0.05)
+        yield mnt
+    finally:
+        subprocess.run(["fusermount", "-u", str(mnt)], stderr=subprocess.DEVNULL)
+        stop_process(proc)
+
+
+def test_buckets_are_not_held_where_dest_is_a_network_file_system(tmp_path, sshfs_dir):
+    """On NFS or sshfs an entry is a round trip: there balance, not rsync
+    start-ups, makes the time, and the re-run's buckets keep the caps (1,000s)."""
+    src = os.fsencode(tmp_path / "src")
+    _small_tree(src, dirs=20, files=150)
+    for dest in (os.fsencode(tmp_path / "local"), os.fsencode(sshfs_dir / "d")):
+        run_rsync(src + b"/", dest, opts=["-a"])
+        cp, again = _summary(tmp_path, "-d", "-p", "2", src + b"/", dest)
+        assert cp.returncode == 0, cp.stderr
+        assert again["scan_names_only"] is True, again
+        held = dest.startswith(os.fsencode(tmp_path / "local"))
+        assert (again["buckets_total"] == 2) == held, (dest, again)
 
 
 @pytest.mark.parametrize("extra", [["-f", "50"], ["--rsync", "-aH"]], ids=["caps-given", "H"])
