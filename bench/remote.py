@@ -511,7 +511,7 @@ def parse_args(argv):
                    help="run one of the two datasets only")
     p.add_argument("--bucket-size", default="auto", metavar="SIZE|auto|default",
                    help="msrsync -s for the compressible tree: auto = --size/%d; default = "
-                        "msrsync's own (1G: one bucket for a 1 GiB tree) [auto]"
+                        "msrsync's own (growing caps: 32M at first, so one 32 MiB file a bucket here) [auto]"
                         % BUCKETS_WANTED)
     p.add_argument("--z-opts", default="", metavar="OPTS",
                    help="extra rsync options for the -az runs only, e.g. --z-opts=--zc=zlib "
