@@ -11,6 +11,7 @@ polls (WNOHANG) whether ssh has exited: if it has, rsync takes ssh's 255, if not
 keeps its own 12 ("error in rsync protocol data stream"). Those tests accept either code.
 """
 
+import json
 import os
 import re
 import shlex
@@ -227,6 +228,48 @@ def test_push_over_ssh(tmp_path, sshd_server, small_src, slash):
     src = with_slash(small_src) if slash else local(small_src)
     remote_differential(tmp_path, [src], sshd_server.remote, ssh_opts(sshd_server),
                         ["-p", "2", "-f", "40"])
+
+
+def _logins(sshd):
+    with open(sshd.log, "rb") as log:
+        return log.read().count(b"Accepted publickey")
+
+
+def _push_counting_logins(tmp_path, sshd, src, buckets_parent):
+    """Push src with -p 2 into a bucket directory under buckets_parent; returns
+    (msrsync's logins, its --json summary).  The oracle, plain rsync, logs in
+    once."""
+    os.makedirs(buckets_parent)
+    summary = tmp_path / "summary.json"
+    before = _logins(sshd)
+    remote_differential(tmp_path, [with_slash(src)], sshd.remote, ssh_opts(sshd),
+                        ["-p", "2", "-f", "40", "-b", buckets_parent, "--json", summary])
+    return _logins(sshd) - before - 1, json.loads(summary.read_text())
+
+
+def test_push_logins(tmp_path, sshd_server, small_src):
+    """One login checks the host, then one master connection a worker carries
+    every session: DEST is prepared over the first master (a login of its own
+    was 0.17 s on loopback), and no bucket logs in."""
+    logins, summary = _push_counting_logins(tmp_path, sshd_server, small_src,
+                                            os.fsencode(tmp_path / "b"))
+    assert summary["buckets_total"] > 2, summary
+    assert logins == 1 + 2
+
+
+def test_push_logins_with_a_long_bucket_dir(tmp_path, sshd_server, small_src):
+    """Where the master's socket path would pass 90 bytes (ssh first listens on
+    it plus 17 characters, in 107), no master is tried: each one died after its
+    login, and the buckets logged in anyway."""
+    base = os.fsencode(tmp_path / "b")
+    # a bucket directory of 86 bytes (mkdtemp adds "/msrsync-" and 8 characters):
+    # its socket, "ssh0" in it, is 91
+    parent = base + b"/" + b"x" * (86 - len(base) - 1 - 17)
+    logins, summary = _push_counting_logins(tmp_path, sshd_server, small_src, parent)
+    # the check, the preparation of DEST, one login an rsync (buckets, the
+    # directory pass)
+    assert summary["rsync_processes"] > 2, summary
+    assert logins == 2 + summary["rsync_processes"], summary
 
 
 @pytest.mark.parametrize("slash", [True, False], ids=["SRC-slash", "SRC"])
