@@ -427,10 +427,11 @@ def test_a_local_scan_into_a_dest_holding_a_copy_samples_file_sizes(tmp_path):
 
 def test_a_re_run_cuts_bigger_buckets_from_the_first(tmp_path):
     """Into a DEST holding a copy an entry costs rsync a stat or two, its start
-    ~10 ms of CPU: the growing caps start at RERUN_FILES, not DEFAULT_FILES.
-    3,000 files cut in 1,000s into an empty DEST go in one cut (its tail shared
-    by the -p 2 workers) on the re-run.  (-d: buckets are cut by the caps alone,
-    not by how fast the workers took them.)"""
+    ~10 ms of CPU: a bucket is held open up to RERUN_FILES entries, past the
+    growing caps (DEFAULT_FILES at first), while no worker waits.  3,000 files
+    cut in 1,000s into an empty DEST go in one bucket's worth on the re-run, its
+    tail shared by the -p 2 workers.  (-d: no worker ever waits, so buckets are
+    cut by the sizes alone, not by how fast the workers took them.)"""
     src = os.fsencode(tmp_path / "src")
     _small_tree(src, dirs=20, files=150)
     dest = os.fsencode(tmp_path / "d")
@@ -471,6 +472,7 @@ def sshfs_dir(sshd, tmp_path):
         deadline = time.monotonic() + 20
         while not os.path.ismount(str(mnt)):
             if proc.poll() is not None or time.monotonic() > deadline:
+                stop_process(proc)          # (its stderr then ends: no read hangs)
                 pytest.skip("sshfs did not mount: %s" % proc.stderr.read()[-300:])
             time.sleep(0.05)
         yield mnt
