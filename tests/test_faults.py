@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -94,6 +95,69 @@ def test_a_thousand_failing_buckets_do_not_flood_the_terminal(tmp_path):
     assert re.search(rb"msrsync: 100\d buckets failed; details of the others are in "
                      rb"their logs", cp.stderr)
     assert len(cp.stderr.splitlines()) < 120
+
+
+# Runs the rest of its argv with fds 3..1102 taken (inheritable), so that every
+# pipe and log msrsync opens is numbered above 1024: select() refuses those.
+_MANY_FDS = r"""
+import os, resource, sys
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+want = 2048 if hard == resource.RLIM_INFINITY else min(hard, 2048)
+if soft != resource.RLIM_INFINITY and soft < want:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+for _ in range(1100):
+    os.set_inheritable(os.open(os.devnull, os.O_RDONLY), True)
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def test_a_run_whose_fds_are_numbered_past_1024_still_works(tmp_path):
+    import resource
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 1300:
+        pytest.skip("the hard limit on open files is under 1300")
+    src = tmp_path / "src"
+    build(src, dict(("d%d/f%03d" % (i % 7, i), "x" * i) for i in range(300)))
+    cp = run_msrsync("-p", "3", "-f", "10", os.fsencode(src) + b"/",
+                     os.fsencode(tmp_path / "dest"),
+                     prefix=[sys.executable, "-c", _MANY_FDS])
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    assert cp.stderr == b""
+    assert_same_tree(src, tmp_path / "dest")
+
+
+def test_rsyncs_that_linger_after_their_transfer_are_not_piled_up(tmp_path):
+    """A worker leaves an rsync's exit to the reaper; rsyncs that linger 0.3 s
+    after their output must not be started faster than they are reaped: at
+    -p 2 no more than 2 * 2 + 1 are alive at once (each holds a pipe and a log
+    open; unbounded, a slow reaper let a run of 1,000 buckets run out of fds)."""
+    alive = tmp_path / "alive"
+    alive.mkdir()
+    counts = tmp_path / "counts"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    wrapper = bindir / "rsync"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        "touch %(alive)s/$$\n"
+        "ls %(alive)s | wc -l >> %(counts)s\n"
+        "%(rsync)s \"$@\"\n"
+        "code=$?\n"
+        "exec >&-\n"
+        "sleep 0.3\n"
+        "rm -f %(alive)s/$$\n"
+        "exit $code\n" % dict(alive=alive, counts=counts, rsync=shutil.which("rsync")))
+    wrapper.chmod(0o755)
+    env = dict(os.environ)
+    env["PATH"] = "%s:%s" % (bindir, env.get("PATH", ""))
+    src = tmp_path / "src"
+    build(src, dict(("f%03d" % i, "x" * i) for i in range(40)))
+    cp = run_msrsync("-p", "2", "-f", "1", os.fsencode(src) + b"/",
+                     os.fsencode(tmp_path / "dest"), env=env)
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    assert_same_tree(src, tmp_path / "dest")
+    seen = [int(line) for line in counts.read_text().split()]
+    assert len(seen) >= 40, seen
+    assert max(seen) <= 5, seen
 
 
 def _hostile_names(rng, count):
