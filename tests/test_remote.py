@@ -257,6 +257,26 @@ def test_push_logins(tmp_path, sshd_server, small_src):
     assert logins == 1 + 2
 
 
+def test_big_files_pushed_over_ssh_share_buckets(tmp_path, sshd_server):
+    """Without -f/-s a bucket over ssh holds up to 128M from the start (an ssh
+    session, a remote shell and a remote rsync are ~40 ms a bucket): five
+    40 MiB files (sparse) go in 3 buckets, where into a local DEST each is a
+    bucket of its own (over 32M)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(5):
+        with open(src / ("big%d" % i), "wb") as f:
+            f.truncate(40 << 20)
+    summary = tmp_path / "summary.json"
+    remote_differential(tmp_path / "ssh", [with_slash(src)], sshd_server.remote,
+                        ssh_opts(sshd_server), ["-p", "2", "--json", summary])
+    assert json.loads(summary.read_text())["buckets_total"] <= 3
+    cp = run_msrsync("-d", "-p", "2", "--json", summary, with_slash(src),
+                     os.fsencode(tmp_path / "local-dest"))
+    assert cp.returncode == 0, describe(cp)
+    assert json.loads(summary.read_text())["buckets_total"] == 5
+
+
 def test_push_logins_with_a_long_bucket_dir(tmp_path, sshd_server, small_src):
     """Where the master's socket path would pass 90 bytes (ssh first listens on
     it plus 17 characters, in 107), no master is tried: each one died after its
