@@ -511,7 +511,7 @@ def parse_args(argv):
                    help="run one of the two datasets only")
     p.add_argument("--bucket-size", default="auto", metavar="SIZE|auto|default",
                    help="msrsync -s for the compressible tree: auto = --size/%d; default = "
-                        "msrsync's own (growing caps: 32M at first, so one 32 MiB file a bucket here) [auto]"
+                        "msrsync's own (growing caps: over ssh 128M at first, four 32 MiB files a bucket here) [auto]"
                         % BUCKETS_WANTED)
     p.add_argument("--z-opts", default="", metavar="OPTS",
                    help="extra rsync options for the -az runs only, e.g. --z-opts=--zc=zlib "
@@ -633,7 +633,7 @@ def run(args):
                      "text, zlib -6 ratio %.1fx; msrsync %s"
                      % (d.count.files, d.count.dirs - 1, d.count.bytes / float(MiB),
                         d.count.bytes / 1e6, ratio or 0,
-                        " ".join(args.bucket_opts) or "default buckets (-s 1G)"))
+                        " ".join(args.bucket_opts) or "msrsync's own bucket caps (over ssh: 128M at first, growing)"))
     if SECTION_SMALL in datasets:
         d = datasets[SECTION_SMALL]
         extra.append("small files: %d files of %d-%d bytes in %d dirs, %.1f MiB"
