@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from helpers import differential, run_msrsync, run_rsync
+from helpers import assert_same_tree, differential, oracle_figures, run_msrsync, run_rsync
 from remote import serve_sshd, stop_process
 from test_rsync_semantics import age, build, item_lines
 
@@ -226,6 +226,25 @@ def test_a_scan_whose_stats_are_round_trips_counts_files_without_them(
     assert slow["bytes_total"] == fast["bytes_total"] > 200000
     differential(tmp_path / "w", [src + b"/"], ["--scan-threads", "4", "-p", "3"], rsync_opts,
                  prepare_dest=_extraneous)
+
+
+def test_subtrees_handed_out_unwalked_are_counted_by_rsync(tmp_path, monkeypatch):
+    """Workers that wait get subdirectories the scan has not walked (forced here
+    with MSRSYNC_IDLE_CUT=0); the scan counts each as 1 entry and 0 bytes, so the
+    totals of --json take rsync's own count of them: entries and bytes are plain
+    rsync's (a loaded CI machine once reported 1,813 bytes of 201,997)."""
+    monkeypatch.setenv("MSRSYNC_IDLE_CUT", "0")
+    src = os.fsencode(tmp_path / "src")
+    _slow_stat_tree(src)
+    oracle = oracle_figures([src + b"/"], tmp_path, ["-a"])
+    cp, summary = _summary(tmp_path, "--scan-threads", "4", "-p", "3", "--rsync", "-a",
+                           src + b"/", os.fsencode(tmp_path / "d"))
+    assert cp.returncode == 0, cp.stderr
+    assert summary["scan_handed_out_unwalked"] > 0, summary
+    assert summary["entries_total"] == oracle["Number of files"] == 1236
+    assert summary["entries_done"] == summary["entries_total"]
+    assert summary["bytes_total"] == oracle["Total file size"] == 201997
+    assert_same_tree(tmp_path / "src", tmp_path / "d")
 
 
 @pytest.mark.parametrize("extra,rsync_opts", [([], ["-aH"]), ([], ["-aL"]),
