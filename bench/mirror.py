@@ -24,6 +24,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench import build_dataset, settle_caches  # noqa: E402  (same directory)
+from common import command_prefix, use_this_python  # noqa: E402
 
 
 def mutate(src, fraction, seed):
@@ -57,6 +58,7 @@ def main():
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--msrsync", default=os.path.join(HERE, "..", "msrsync"))
     args = parser.parse_args()
+    use_this_python()
     work = tempfile.mkdtemp(prefix="msrsync-mirror-", dir=args.workdir or "/var/tmp")
     try:
         src, stale, dst = (os.path.join(work, d) for d in ("src", "stale", "dst"))
@@ -67,8 +69,8 @@ def main():
         print("%d files; %d deleted and %d changed since the mirror" % (args.files, n, n))
         tools = [("rsync -a --delete", ["rsync", "-a", "--delete", src + "/", dst + "/"])]
         for p in args.procs.split(","):
-            tools.append(("msrsync -p %s" % p, [sys.executable, args.msrsync, "-p", p,
-                                                "--rsync", "-a --delete", src + "/", dst + "/"]))
+            tools.append(("msrsync -p %s" % p, command_prefix(args.msrsync) + [
+                "-p", p, "--rsync", "-a --delete", src + "/", dst + "/"]))
         times = dict((label, []) for label, _ in tools)
         for rep in range(args.reps):
             order = tools[rep % len(tools):] + tools[:rep % len(tools)]

@@ -24,6 +24,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MSRSYNC = os.path.join(HERE, os.pardir, "msrsync")
+sys.path.insert(0, HERE)
+from common import command_prefix, use_this_python  # noqa: E402  (same directory)
 
 
 def build(src, files, per_dir=1000):
@@ -35,7 +37,7 @@ def build(src, files, per_dir=1000):
 
 
 def msrsync(*args, **kw):
-    return [sys.executable, MSRSYNC] + [str(a) for a in args]
+    return command_prefix(MSRSYNC) + [str(a) for a in args]
 
 
 def complete(src, dest):
@@ -51,6 +53,7 @@ def main():
     p.add_argument("--bucket-files", type=int, default=10000)
     p.add_argument("--workdir", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
     args = p.parse_args()
+    use_this_python()
     work = tempfile.mkdtemp(prefix="msrsync-bench-resume-", dir=args.workdir)
     try:
         src = os.path.join(work, "src")
