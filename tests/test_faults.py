@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -112,7 +113,9 @@ os.execv(sys.argv[1], sys.argv[1:])
 
 
 def test_a_run_whose_fds_are_numbered_past_1024_still_works(tmp_path):
-    import resource
+    """msrsync started with its fds 3..1102 taken: its pipes and logs are
+    numbered past 1024, where select() raised "filedescriptor out of range"
+    (exit 42); it waits on them with poll."""
     if resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 1300:
         pytest.skip("the hard limit on open files is under 1300")
     src = tmp_path / "src"
