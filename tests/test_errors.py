@@ -226,6 +226,49 @@ def rsync_exit(*args):
     return run_rsync(*args).returncode
 
 
+@pytest.mark.parametrize("tail", [["-p", "2", "SRC", "DEST"], ["SRC", "DEST", "--stats"],
+                                  ["--delete", "SRC", "DEST"], ["SRC", "--json", "x", "DEST"]],
+                         ids=["msrsync-option", "option-last", "rsync-option", "json"])
+def test_an_option_after_the_rsync_string_is_refused_before_anything_is_written(
+        tmp_path, small_tree, tail):
+    """After --rsync "OPTS" every argument is a path: an option put there would be
+    a SRC that does not exist (rsync's 23 after copying the others) or, last, a
+    DEST of that name.  It is refused in one line, and nothing is created."""
+    before = _whole_dir(tmp_path)
+    names = {"SRC": small_tree + b"/", "DEST": os.fsencode(tmp_path / "dest")}
+    cp = run_msrsync(*(["--rsync", "-a"] + [names.get(a, a) for a in tail]), cwd=tmp_path)
+    option = next(a for a in tail if a.startswith("-"))
+    assert_one_error_line(cp, 1, option + ' comes after --rsync "OPTS"',
+                          "put -- before the paths")
+    assert_same_tree(before, tmp_path)
+
+
+@pytest.mark.parametrize("rsync_opts", [["-a"], ["-aR"], ["-a", "--delete"]],
+                         ids=["a", "R", "delete"])
+@pytest.mark.parametrize("src", ["-x", "-x/", "-x/sub"])
+def test_paths_that_start_with_a_dash_after_double_dash_copy_like_rsync(
+        tmp_path, rsync_opts, src):
+    """After "--" a path may start with a dash (rsync reads it so too): every
+    rsync gets it as ./-x, never as an option (-x alone is rsync's
+    --one-file-system), as SRC and as DEST."""
+    work = tmp_path / "w"
+    make_tree(work / "-x" / "sub", "flat", n=4)
+    make_tree(work / "-x" / "other", "flat", n=3)
+    # a time of the past: rsync leaves a directory it made in the same second
+    # as its source's mtime with its own time
+    os.utime(work / "-x", (1500000000, 1500000000))
+    # DEST's root is made at run time unless it receives -x's contents
+    container = not src.endswith("/") or "-aR" in rsync_opts
+    d = differential(tmp_path, ["--", src], ["-p", "2", "-f", "2"], rsync_opts,
+                     cwd=work, ignore_root_mtime=container)
+    assert b"Traceback" not in d.msrsync.stderr
+    # a DEST that starts with a dash, relative to the working directory
+    cp = run_msrsync("-p", "2", "-f", "2", "--rsync", " ".join(rsync_opts), "--", src, "-d",
+                     cwd=work)
+    assert cp.returncode == 0, describe(cp)
+    assert_same_tree(d.oracle_dest, work / "-d", ignore_root_mtime=container)
+
+
 def test_missing_src_and_a_single_file_rename_like_rsync(tmp_path):
     """rsync's file list then holds one file: DEST is its new name, as with one SRC."""
     f = os.fsencode(tmp_path / "in" / "file")
