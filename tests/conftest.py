@@ -1,5 +1,6 @@
 """Shared fixtures: a private $TMPDIR per test, source trees built once, a non-root runner."""
 
+import fcntl
 import os
 import sys
 
@@ -23,6 +24,20 @@ def private_tmpdir(tmp_path, monkeypatch):
     path.mkdir()
     monkeypatch.setenv("TMPDIR", str(path))
     return path
+
+
+@pytest.fixture
+def page_cache_lock(tmp_path_factory):
+    """Held by a test that drops the page cache (msrsync --bench, as root) and by
+    one that needs files to stay in it: under pytest-xdist they never run at once.
+    A lock in the directory the workers' temporary directories share, not a
+    scheduling mark (pytest 9.2 silently ignores xdist's loadgroup marks)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent                # pytest-N/popen-gwK: pytest-N is shared
+    with open(os.path.join(str(root), "page-cache.lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture(scope="session")

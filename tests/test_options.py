@@ -545,7 +545,9 @@ def test_selftest_passes():
 
 
 @pytest.mark.slow
-def test_bench_with_few_entries_exits_0(private_tmpdir):
+def test_bench_with_few_entries_exits_0(private_tmpdir, page_cache_lock):
+    # (page_cache_lock: as root the bench drops the page cache, which a test
+    # run at the same time may need: test_readahead)
     cp = run_msrsync("-e", "--bench-entries", "2000", timeout=240)
     assert cp.returncode == 0, describe(cp)
     assert b"Traceback" not in cp.stderr

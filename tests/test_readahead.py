@@ -222,9 +222,11 @@ def _has_read_bytes():
 
 
 @pytest.mark.skipif(not _has_read_bytes(), reason="no /proc/self/io read_bytes here")
-def test_files_already_in_memory_stop_the_readahead_after_its_probe(tmp_path):
+def test_files_already_in_memory_stop_the_readahead_after_its_probe(tmp_path,
+                                                                   page_cache_lock):
     """40 files of 1 MiB just written (in the page cache): after 16 MiB of advice that
-    made the disk read nothing, no more is asked for."""
+    made the disk read nothing, no more is asked for.  (page_cache_lock: not while
+    another test drops the page cache.)"""
     src = tmp_path / "src"
     src.mkdir()
     block = os.urandom(1 << 20)
