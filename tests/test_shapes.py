@@ -145,10 +145,13 @@ def test_a_bucket_of_more_subtrees_than_fit_as_arguments(tmp_path):
     differential(tmp_path / "w", [src + b"/"], ["-p", "2", "-f", "2060"], ["-a"])
 
 
-def test_the_tail_is_cut_so_that_workers_finish_together(tmp_path):
+def test_the_tail_is_cut_so_that_workers_finish_together(tmp_path, monkeypatch):
     """Growing caps, -p 4: what the scan still holds at its end (here three
     subtrees, under one bucket's cap) goes out as one bucket per subtree, not one
     bucket for a single worker; same tree as rsync."""
+    # the scan first: no bucket cut early for workers that wait (the -p 4 of
+    # the start, for a scan slower than IDLE_CUT, as on a loaded CI machine)
+    monkeypatch.setenv("MSRSYNC_IDLE_CUT", "5")
     src = os.fsencode(tmp_path / "src")
     spec = {}
     for d in range(30):
