@@ -82,7 +82,9 @@ def late_rsync(tmp_path):
     """An environment whose rsync starts 0.3 s late: without -c the readahead asks
     for what DEST's copy does not match, and a quick rsync would otherwise copy some
     files before the readahead looks at them (then rightly not asked for), which
-    would make the counts below depend on timing."""
+    would make the counts below depend on timing.  With -c too: on a loaded machine
+    a quick rsync could end before the readahead began (a CI-like run under two
+    CPU hogs asked for 0 files of 15)."""
     bindir = tmp_path / "late-bin"
     bindir.mkdir()
     wrapper = bindir / "rsync"
@@ -147,12 +149,13 @@ def test_size_only_asks_only_for_files_whose_size_differs(tmp_path, late_rsync):
 
 
 @pytest.mark.parametrize("opts", ["-ac", "-a -I"])
-def test_checksum_or_ignore_times_asks_for_every_file_even_up_to_date(tmp_path, opts):
+def test_checksum_or_ignore_times_asks_for_every_file_even_up_to_date(tmp_path, opts,
+                                                                      late_rsync):
     src = str(tmp_path / "src")
     files = _tree(src)
     dest = str(tmp_path / "dest")
     _summary(tmp_path, "-p", "2", src + "/", dest)
-    summary = _summary(tmp_path, "-p", "2", "--rsync", opts, src + "/", dest)
+    summary = _summary(tmp_path, "-p", "2", "--rsync", opts, src + "/", dest, env=late_rsync)
     assert summary["readahead_files"] == files
     differential(tmp_path / "diff", [src + "/"], ["--readahead", "64M", "-p", "2", "-f", "3"],
                        rsync_opts=opts.split(), prepare_dest=_copy_of(dest))
@@ -169,17 +172,17 @@ def test_no_file_is_asked_for_when_none_is_read(tmp_path, args):
 
 
 @pytest.mark.parametrize("procs", ["1", "2"])
-def test_excluded_files_are_not_asked_for(tmp_path, procs):
+def test_excluded_files_are_not_asked_for(tmp_path, procs, late_rsync):
     src = str(tmp_path / "src")
     _tree(src)
     summary = _summary(tmp_path, "-p", procs, "--rsync", "-ac --exclude=g*", src + "/",
-                       str(tmp_path / "dest"))
+                       str(tmp_path / "dest"), env=late_rsync)
     assert summary["readahead_files"] == 15     # the a/fNN, not the a/b/gNN
     differential(tmp_path / "diff", [src + "/"], ["--readahead", "64M", "-p", procs],
                        rsync_opts=["-ac", "--exclude=g*"])
 
 
-def test_by_default_the_rsyncs_share_a_window_of_64m_a_cpu(tmp_path):
+def test_by_default_the_rsyncs_share_a_window_of_64m_a_cpu(tmp_path, late_rsync):
     """Of a 128 MiB file (sparse) and a 3 KB one, -c: 64 MiB is asked for at -p 1,
     and with twice as many rsyncs as CPUs half of that (the page cache holds no more
     however large -p)."""
@@ -191,7 +194,7 @@ def test_by_default_the_rsyncs_share_a_window_of_64m_a_cpu(tmp_path):
     cpus = len(os.sched_getaffinity(0))      # which ends the readahead after it
     for procs, window in ((1, 64 << 20), (2 * cpus, 32 << 20)):
         summary = _summary(tmp_path, "-p", str(procs), "--rsync", "-ac", str(src) + "/",
-                           str(tmp_path / ("dest%d" % procs)), default=True)
+                           str(tmp_path / ("dest%d" % procs)), default=True, env=late_rsync)
         assert summary["readahead_files"] == 2, procs
         assert summary["readahead_bytes"] == window + 3000, procs
 
@@ -222,7 +225,7 @@ def _has_read_bytes():
 
 
 @pytest.mark.skipif(not _has_read_bytes(), reason="no /proc/self/io read_bytes here")
-def test_files_already_in_memory_stop_the_readahead_after_its_probe(tmp_path,
+def test_files_already_in_memory_stop_the_readahead_after_its_probe(tmp_path, late_rsync,
                                                                    page_cache_lock):
     """40 files of 1 MiB just written (in the page cache): after 16 MiB of advice that
     made the disk read nothing, no more is asked for.  (page_cache_lock: not while
@@ -233,7 +236,7 @@ def test_files_already_in_memory_stop_the_readahead_after_its_probe(tmp_path,
     for n in range(40):
         (src / ("big%02d" % n)).write_bytes(block[n:] + block[:n])
     summary = _summary(tmp_path, "-p", "1", "--rsync", "-ac", str(src) + "/",
-                       str(tmp_path / "dest"))
+                       str(tmp_path / "dest"), env=late_rsync)
     assert 16 <= summary["readahead_files"] <= 18, summary["readahead_files"]
 
 
@@ -331,7 +334,7 @@ def test_a_src_in_memory_gets_no_readahead(tmp_path):
         shutil.rmtree(shm, ignore_errors=True)
 
 
-def test_a_file_bigger_than_the_window_is_asked_for_up_to_the_window(tmp_path):
+def test_a_file_bigger_than_the_window_is_asked_for_up_to_the_window(tmp_path, late_rsync):
     """Memory holds no more than the window: of a 64 MiB file (sparse) and a 3 KB
     one, with --readahead 1M, 1 MiB and 3 KB are asked for."""
     src = tmp_path / "src"
@@ -340,7 +343,7 @@ def test_a_file_bigger_than_the_window_is_asked_for_up_to_the_window(tmp_path):
         handle.truncate(64 << 20)
     (src / "small").write_bytes(b"s" * 3000)
     summary = _summary(tmp_path, "-p", "1", "--readahead", "1M", "--rsync", "-ac",
-                       str(src) + "/", str(tmp_path / "dest"))
+                       str(src) + "/", str(tmp_path / "dest"), env=late_rsync)
     assert summary["readahead_files"] == 2
     assert summary["readahead_bytes"] == (1 << 20) + 3000
 
