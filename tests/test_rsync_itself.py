@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from helpers import (BASE_TIME_NS, MSRSYNC, differential, make_tree, rsync_processes_mentioning,
-                     run_msrsync, start_msrsync, stderr_lines, text, wait_for)
+from helpers import (BASE_TIME_NS, MSRSYNC, differential, make_tree, run_msrsync,
+                     start_msrsync, stderr_lines, text, wait_for)
+from test_signals import _assert_no_rsync_left, _end, _running_rsyncs
 
 
 def _fs_type(path):
@@ -163,10 +164,6 @@ def _slow_run(shm_dir):
                          os.path.join(shm_dir, "dest"))
 
 
-def _running(shm_dir):
-    return rsync_processes_mentioning(os.fsencode(shm_dir))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("signum,code", [(signal.SIGINT, 20), (signal.SIGTERM, 20),
                                          (signal.SIGKILL, -signal.SIGKILL)],
@@ -176,17 +173,12 @@ def test_a_signal_to_msrsync_stops_every_rsync(shm_dir, signum, code):
     whose other processes end with it."""
     proc = _slow_run(shm_dir)
     try:
-        assert wait_for(lambda: len(_running(shm_dir)) >= 2, 10), "rsync never started"
-        assert proc.pid in [pid for pid, _ in _running(shm_dir)]
+        assert wait_for(lambda: len(_running_rsyncs(shm_dir)) >= 2, 10), "rsync never started"
+        assert proc.pid in [pid for pid, _ in _running_rsyncs(shm_dir)]
         time.sleep(0.3)
         os.kill(proc.pid, signum)
         proc.communicate(timeout=15)
         assert proc.returncode == code
-        left = wait_for(lambda: not _running(shm_dir), 10) or _running(shm_dir)
-        assert left is True, "rsync processes left running: %r" % (left,)
+        _assert_no_rsync_left(shm_dir)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-        for pid, _ in _running(shm_dir):
-            os.kill(pid, signal.SIGKILL)
+        _end(proc, shm_dir)
