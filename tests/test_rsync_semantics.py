@@ -20,7 +20,7 @@ import struct
 import pytest
 
 from helpers import (IS_ROOT, NOBODY, assert_same_tree, chown_tree, describe, differential,
-                     run_msrsync, run_rsync, snapshot, text)
+                     run_cmd, run_msrsync, run_rsync, snapshot, text)
 
 T0 = 1400000000                     # seconds: the past every test tree lives in
 RECENT_NS = (T0 + 10 ** 6) * 10 ** 9  # newer than this: touched by the test, to be aged
@@ -708,6 +708,46 @@ def test_from0_applies_only_to_rule_files_named_after_it_like_rsync(tmp_path):
     exc.write_bytes(b"*.o\ncache/\n")
     differential(tmp_path / "w", contents(src), SETTINGS["p2-f1"],
                  ["-a", "--exclude-from=%s" % exc, "-0"])
+
+
+def _same_as_rsync_reading_stdin(tmp_path, src, msr, opts, rules):
+    """rsync OPTS and msrsync MSR --rsync OPTS, each given rules on stdin."""
+    dests = [os.fsencode(tmp_path / side / "dest") for side in ("oracle", "msrsync")]
+    for dest in dests:
+        os.makedirs(os.path.dirname(dest))
+    oracle = run_cmd(["rsync"] + opts + contents(src) + [dests[0]], input=rules)
+    result = run_msrsync(*(msr + ["--rsync", " ".join(opts)] + contents(src) + [dests[1]]),
+                         input=rules)
+    assert oracle.returncode == 0, describe(oracle)
+    assert result.returncode == 0, describe(result)
+    assert_same_tree(dests[0], dests[1], label_a="rsync", label_b="msrsync")
+
+
+@pytest.mark.parametrize("msr", [pytest.param([], id="p1")] + settings("p1-f1", "p2-f1"))
+@pytest.mark.parametrize("option,rules", [
+    pytest.param("--exclude-from=-", b"*.o\n- top.txt\n+ deep.txt\n# comment\ncache/\n",
+                 id="exclude-from"),
+    pytest.param("--include-from=-", b"keep/***\r\n*/\n*.c\n- *\n", id="include-from"),
+    pytest.param("-0 --exclude-from=-", b"*.o\0sp ace/\0/top.txt\0", id="from0"),
+])
+def test_rules_read_from_stdin_reach_every_rsync(tmp_path, msr, option, rules):
+    """rsync reads --exclude-from=- from its stdin; msrsync reads it once (its scan
+    needs the rules) and must hand the rules to every rsync it runs, whose stdin
+    holds nothing: before, the whole-run rsync and the workers' subtrees copied
+    what the rules exclude."""
+    src = filter_tree(tmp_path / "src")
+    _same_as_rsync_reading_stdin(tmp_path, src, msr, ["-a"] + option.split(), rules)
+
+
+def test_rules_merged_from_stdin_are_refused_by_name(tmp_path):
+    src = filter_tree(tmp_path / "src")
+    result = run_msrsync("--rsync", "-a --filter=._-", *(contents(src) + [tmp_path / "d"]),
+                         input=b"- *.o\n")
+    assert result.returncode == 4, describe(result)
+    assert text(result.stderr).splitlines() == [
+        "msrsync: error: filter rule '._-': rules merged from stdin are not supported (put "
+        "them in a file, or use --exclude-from=-)"], describe(result)
+    assert not os.path.exists(str(tmp_path / "d"))
 
 
 # ------------------------------------------------------------------ pass-through options
