@@ -44,6 +44,17 @@ def test_usage_error_and_version_under_python(tmp_path, python):
     assert cp.returncode == 0 and b"--processes" in cp.stdout
 
 
+def test_a_run_that_becomes_rsync_under_python(tmp_path, python, small_src):
+    """-p 1 with --readahead 0 execs rsync once its probe passes: through
+    subprocess on 3.6 (no os.posix_spawn), through posix_spawn on 3.13."""
+    differential(tmp_path, [small_src + b"/"], ["--readahead", "0"],
+                 rsync_opts=["-a", "--delete"], python=python)
+    cp = run_msrsync("--readahead", "0", "--rsync", "-a --no-such-option",
+                     small_src + b"/", tmp_path / "d", python=python)
+    assert cp.returncode == 1 and len(stderr_lines(cp)) == 1, describe(cp)
+    assert stderr_lines(cp)[0].startswith("msrsync: error: rsync rejects"), describe(cp)
+
+
 def test_refused_option_under_python(tmp_path, python, small_src):
     cp = run_msrsync("--rsync", "-a --write-batch=x", small_src + b"/", tmp_path / "d", python=python)
     assert cp.returncode == 4, describe(cp)
