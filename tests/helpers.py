@@ -62,11 +62,12 @@ def run_msrsync(*args, python=sys.executable, timeout=DEFAULT_TIMEOUT, env=None,
                    cwd=cwd, input=input)
 
 
-def run_rsync(*args, opts=None, prefix=(), timeout=DEFAULT_TIMEOUT, env=None, cwd=None):
+def run_rsync(*args, opts=None, prefix=(), timeout=DEFAULT_TIMEOUT, env=None, cwd=None,
+              input=None):
     """Run plain rsync: ``rsync OPTS args...`` (OPTS defaults to msrsync's defaults)."""
     opts = DEFAULT_RSYNC_OPTS if opts is None else list(opts)
     return run_cmd(list(prefix) + ["rsync"] + opts + list(args), timeout=timeout, env=env,
-                   cwd=cwd)
+                   cwd=cwd, input=input)
 
 
 def start_msrsync(*args, python=sys.executable, env=None, cwd=None, stderr=subprocess.PIPE):

@@ -69,7 +69,7 @@ def _no_traceback(cp):
 
 def remote_differential(tmp_path, srcs, to_dest, rsync_opts, msrsync_opts=("-p", "2"),
                         expect_rc=0, env=None, prepare_dest=None, ignore_root_mtime=None,
-                        compare=True, timeout=120):
+                        compare=True, timeout=120, input=None):
     """Run ``rsync OPTS SRCS to_dest(D1)`` and ``msrsync ... SRCS to_dest(D2)`` where D1 and
     D2 are tmp_path/oracle/dest and tmp_path/msrsync/dest; check the exit codes (expect_rc,
     one code or a set) and compare D1 with D2. srcs are passed unchanged to both.
@@ -92,10 +92,10 @@ def remote_differential(tmp_path, srcs, to_dest, rsync_opts, msrsync_opts=("-p",
             prepare_dest(dest)
         dests.append(dest)
     oracle = run_rsync(*(srcs + [to_dest(dests[0])]), opts=rsync_opts, env=env, cwd=cwd,
-                       timeout=timeout)
+                       timeout=timeout, input=input)
     args = list(msrsync_opts) + ["--rsync", rsync_opts_string(rsync_opts)]
     result = run_msrsync(*(args + srcs + [to_dest(dests[1])]), env=env, cwd=cwd,
-                         timeout=timeout)
+                         timeout=timeout, input=input)
     codes = _codes(expect_rc)
     assert oracle.returncode in codes, "plain rsync (the oracle) did not exit %s:\n%s" % (
         sorted(codes), describe(oracle))
@@ -471,13 +471,19 @@ def test_pull_from_daemon_without_slash_and_tiny_buckets(tmp_path, rsync_daemon,
                         ["-p", "4", "-f", "1"])
 
 
-@pytest.mark.parametrize("how", ["RSYNC_PASSWORD", "password-file"])
+@pytest.mark.parametrize("how", ["RSYNC_PASSWORD", "password-file", "password-file=-"])
 @pytest.mark.parametrize("direction", ["push", "pull"])
 def test_password_module(tmp_path, rsync_daemon, tiny_src, how, direction):
+    """(--password-file=-: the password on stdin, which msrsync reads once and
+    hands to each of its rsyncs, whose stdin is empty.)"""
     d = rsync_daemon
-    env, opts = None, list(OPTS)
+    env, opts, given = None, list(OPTS), None
     if how == "RSYNC_PASSWORD":
         env = dict(os.environ, RSYNC_PASSWORD=d.password)
+    elif how == "password-file=-":
+        env = {k: v for k, v in os.environ.items() if k != "RSYNC_PASSWORD"}
+        opts += ["--password-file=-"]
+        given = d.password.encode() + b"\n"
     else:
         opts += ["--password-file", d.password_file]
     to_remote = lambda p: d.url(p, "secure", d.user)
@@ -485,7 +491,8 @@ def test_password_module(tmp_path, rsync_daemon, tiny_src, how, direction):
         srcs, to_dest = [with_slash(tiny_src)], to_remote
     else:
         srcs, to_dest = [to_remote(with_slash(tiny_src))], local
-    remote_differential(tmp_path, srcs, to_dest, opts, ["-p", "2", "-f", "5"], env=env)
+    remote_differential(tmp_path, srcs, to_dest, opts, ["-p", "2", "-f", "5"], env=env,
+                        input=given)
 
 
 # --------------------------------------------------------------------------- failures
