@@ -16,11 +16,12 @@ import os
 import re
 import shutil
 import struct
+import sys
 
 import pytest
 
-from helpers import (IS_ROOT, NOBODY, assert_same_tree, chown_tree, describe, differential,
-                     run_cmd, run_msrsync, run_rsync, snapshot, text)
+from helpers import (IS_ROOT, MSRSYNC, NOBODY, assert_same_tree, chown_tree, describe,
+                     differential, run_cmd, run_msrsync, run_rsync, snapshot, text)
 
 T0 = 1400000000                     # seconds: the past every test tree lives in
 RECENT_NS = (T0 + 10 ** 6) * 10 ** 9  # newer than this: touched by the test, to be aged
@@ -737,6 +738,19 @@ def test_rules_read_from_stdin_reach_every_rsync(tmp_path, msr, option, rules):
     what the rules exclude."""
     src = filter_tree(tmp_path / "src")
     _same_as_rsync_reading_stdin(tmp_path, src, msr, ["-a"] + option.split(), rules)
+
+
+def test_rules_from_a_closed_stdin_are_none_like_rsync(tmp_path):
+    """With stdin closed rsync reads no rules; msrsync did the same through
+    a traceback (sys.stdin is None then)."""
+    src = filter_tree(tmp_path / "src")
+    dests = [os.fsencode(tmp_path / side) for side in ("oracle", "msrsync")]
+    for dest, argv in zip(dests, (["rsync"], [sys.executable, MSRSYNC, "-p", "2", "--rsync"])):
+        opts = ["-a", "--exclude-from=-"]
+        cp = run_cmd(["sh", "-c", 'exec "$@" <&-', "sh"] + argv +
+                     (opts if argv == ["rsync"] else [" ".join(opts)]) + contents(src) + [dest])
+        assert cp.returncode == 0 and b"Traceback" not in cp.stderr, describe(cp)
+    assert_same_tree(dests[0], dests[1], label_a="rsync", label_b="msrsync")
 
 
 def test_rules_merged_from_stdin_are_refused_by_name(tmp_path):
