@@ -12,7 +12,7 @@ import time
 import pytest
 
 from helpers import (BASE_TIME_NS, MSRSYNC, differential, make_tree, run_msrsync,
-                     start_msrsync, stderr_lines, text, wait_for)
+                     snapshot, start_msrsync, stderr_lines, text, wait_for)
 from test_signals import _assert_no_rsync_left, _end, _running_rsyncs
 
 
@@ -107,6 +107,29 @@ def test_what_msrsync_adds_keeps_it_supervising(shm_dir, logged_rsync, extra):
     assert code == 0, err
     assert transfers or extra == ["-d"], "no rsync ran"     # (-d runs none)
     assert all(p != pid for p, _ in transfers), (pid, transfers)
+
+
+@pytest.mark.parametrize("extra", [[], ["--retries", "0"]], ids=["become", "supervised"])
+def test_a_whole_run_of_several_srcs_is_what_one_rsync_does(shm_dir, logged_rsync, extra):
+    """-p 1 without caps is one rsync of every SRC, become or supervised alike:
+    -H across SRCs and --delete with SRCs whose names overlap, which runs that
+    split the SRCs refuse (exit 4), leave rsync's tree either way (they were
+    refused when supervised only, so that the outcome hung on the file system)."""
+    s1 = make_tree(os.path.join(shm_dir, "s1"), "small", seed=4)
+    s2 = make_tree(os.path.join(shm_dir, "s2"), "small", seed=5)   # the same names
+    os.link(os.path.join(s1, b"mode644"), os.path.join(s2, b"linked from s1"))
+
+    def stale(dest):
+        make_tree(dest, "flat", n=3, seed=6)
+
+    pid, code, err, transfers = _run(logged_rsync, *(extra + [
+        "--rsync", "-aH --delete", s1 + b"/", s2 + b"/", os.path.join(shm_dir, "d")]))
+    assert code == 0, err
+    assert len(transfers) == 1 and (transfers[0][0] == pid) == (not extra), (pid, transfers)
+    result = differential(os.path.join(shm_dir, "diff"), [s1 + b"/", s2 + b"/"], extra,
+                          rsync_opts=["-aH", "--delete"], prepare_dest=stale)
+    snap = snapshot(result.msrsync_dest)
+    assert snap[b"linked from s1"].get("hardlinks"), "the link across SRCs was lost"
 
 
 def test_a_readahead_on_disk_keeps_it_supervising(tmp_path, logged_rsync):

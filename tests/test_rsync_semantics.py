@@ -753,6 +753,21 @@ def test_rules_from_a_closed_stdin_are_none_like_rsync(tmp_path):
     assert_same_tree(dests[0], dests[1], label_a="rsync", label_b="msrsync")
 
 
+def test_a_list_from_a_closed_stdin_fails_like_rsync(tmp_path):
+    """--files-from=- with stdin closed: rsync cannot read its list (EBADF), exits
+    11 and makes nothing; msrsync read an empty list and reported success."""
+    src = filter_tree(tmp_path / "src")
+    for name, argv in (("rsync", ["rsync", "-a", "--files-from=-"]),
+                       ("msrsync", [sys.executable, MSRSYNC, "-p", "2",
+                                    "--rsync", "-a --files-from=-"])):
+        dest = os.fsencode(tmp_path / name)
+        cp = run_cmd(["sh", "-c", 'exec "$@" <&-', "sh"] + argv + [src + b"/", dest])
+        assert cp.returncode == 11 and b"Traceback" not in cp.stderr, describe(cp)
+        assert not os.path.exists(dest), describe(cp)
+    assert text(cp.stderr).splitlines() == [
+        "msrsync: error: cannot read --files-from -: stdin is closed"], describe(cp)
+
+
 def test_rules_merged_from_stdin_are_refused_by_name(tmp_path):
     src = filter_tree(tmp_path / "src")
     result = run_msrsync("--rsync", "-a --filter=._-", *(contents(src) + [tmp_path / "d"]),
