@@ -768,6 +768,50 @@ def test_a_list_from_a_closed_stdin_fails_like_rsync(tmp_path):
         "msrsync: error: cannot read --files-from -: stdin is closed"], describe(cp)
 
 
+@pytest.mark.parametrize("opts, extra", [
+    (["-a", "--exclude=*.log", "--exclude=sub/"], {}),
+    (["-rlt", "--exclude=*.log", "--exclude=sub/"], {}),
+    (["-a", "-F"], {".rsync-filter": "- *\n"}),             # (excludes itself too)
+    (["-rlt", "--exclude=*.log", "--exclude=sub/"], {"d.dat": "d\n"}),  # copied into DEST
+], ids=["all-excluded", "rlt-all-excluded", "perdir-all-excluded", "one-left"])
+@pytest.mark.parametrize("dest_exists", [False, True], ids=["new-dest", "dest-exists"])
+@pytest.mark.parametrize("msr", settings("p1-f1", "p2-f7"))
+def test_a_src_whose_entries_the_rules_all_exclude_is_one_entry_like_rsync(
+        tmp_path, msr, opts, extra, dest_exists):
+    """rsync's file list for a lone SRC dir (no slash) whose entries the rules all
+    exclude holds the directory alone, so rsync names a missing DEST after it (DEST
+    becomes the copy: its mode and mtime), as for an empty directory.  msrsync made
+    DEST a container holding SRC; and with -r in the options (not -a) its run of a
+    lone empty directory skipped it ("skipping directory") and made no DEST."""
+    spec = {"a.log": "a\n", "b.log": "b\n", "sub/": None, "sub/c.log": "c\n"}
+    spec.update(extra)
+    src = build(tmp_path / "in" / "src", spec)
+    os.chmod(src, 0o750)
+    age(src)
+
+    def prepare(dest):
+        if dest_exists:
+            os.makedirs(dest)
+            os.utime(dest, (T0, T0))
+
+    # (into an existing DEST, or with an entry left, the copy is DEST/src, and
+    # DEST's mtime is the run's)
+    differential(tmp_path / "w", [src], msr, rsync_opts=opts, prepare_dest=prepare,
+                 ignore_root_mtime=dest_exists or bool(extra and "-F" not in opts))
+
+
+@pytest.mark.parametrize("opts", [["-a"], ["-rlt"]])
+@pytest.mark.parametrize("msr", [["-p", "2"], ["-p", "1", "-f", "1"]], ids=["p2", "p1-f1"])
+def test_a_lone_empty_directory_is_dest_itself_like_rsync(tmp_path, opts, msr):
+    """With -f 1 its scan also cut a bucket of it (DEST/empty inside DEST); with
+    -rlt its rsync ran without -r and skipped it."""
+    src = os.fsencode(tmp_path / "in" / "empty")
+    os.makedirs(src)
+    os.chmod(src, 0o750)
+    os.utime(src, (T0, T0))
+    differential(tmp_path / "w", [src], msr, rsync_opts=opts, ignore_root_mtime=False)
+
+
 def test_rules_merged_from_stdin_are_refused_by_name(tmp_path):
     src = filter_tree(tmp_path / "src")
     result = run_msrsync("--rsync", "-a --filter=._-", *(contents(src) + [tmp_path / "d"]),
