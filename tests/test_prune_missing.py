@@ -74,6 +74,30 @@ def test_prune_empty_dirs_with_delete_removes_dest_copies(tmp_path, setting, rsy
                  prepare_dest=prepare)
 
 
+@pytest.mark.parametrize("setting", ["p2-f7", "p8-f1", "p8-s1K"])
+@pytest.mark.parametrize("stale", [False, True], ids=["new-dest", "stale-dest"])
+def test_prune_with_delete_and_srcs_sharing_dests_root_like_rsync(tmp_path, setting, stale):
+    """SRC1/ SRC2/ with -m --delete: the deletion at DEST's root, one rsync over both
+    SRCs listing the root with -d, ran with -m, took every root directory for empty
+    and deleted all the copies had made.  Root directories pruned in every SRC still
+    go, with what their stale DEST copies hold ("empty" of SRC1, "e2" of SRC2)."""
+    s1, s2 = tmp_path / "s1", tmp_path / "s2"
+    pruning_tree(s1)
+    build(s2, {"x/": "dir/", "x/y/": "dir/", "x/y/g": "g", "e2/": "dir/",
+               "e2/nothing/": "dir/", "t2": "t"})
+    age(s2)
+
+    def prepare(dest):
+        if stale:
+            build(dest, {"empty/": "dir/", "empty/old": "old", "e2/": "dir/",
+                         "e2/nothing/": "dir/", "gone/": "dir/", "gone/f": "f",
+                         "x/": "dir/", "x/old": "old"})
+            age(dest)
+
+    differential(tmp_path / "w", contents(s1) + contents(s2), SETTINGS[setting],
+                 ["-a", "-m", "--delete"], prepare_dest=prepare if stale else None)
+
+
 def test_prune_compare_can_fail(tmp_path):
     """The trees above tell -m from no -m."""
     src = tmp_path / "src"
