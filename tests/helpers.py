@@ -218,8 +218,12 @@ def _set_times(root, rng):
     entries does, so directories come last)."""
     dirs = []
     for dirpath, dirnames, filenames in os.walk(root):
+        # by name, not in the listing's order: two trees built alike can list
+        # their entries in different orders (tmpfs did, once in ~1,000 trees)
+        dirnames.sort()
         dirs.append(dirpath)
-        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+        for name in sorted(filenames) + [d for d in dirnames
+                                         if os.path.islink(os.path.join(dirpath, d))]:
             full = os.path.join(dirpath, name)
             t = BASE_TIME_NS + rng.randrange(10 ** 6) * 10 ** 9 + rng.randrange(10 ** 9)
             os.utime(full, ns=(t, t), follow_symlinks=False)
