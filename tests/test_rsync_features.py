@@ -253,6 +253,45 @@ def test_users_files_from_list_with_awkward_names(tmp_path, small_src, from0):
     differential(tmp_path, [small_src + b"/"], ["-p", "3", "-f", "3"], rsync_opts=opts)
 
 
+@pytest.mark.parametrize("rules", [[], ["--include=*/", "--include=f0*", "--exclude=*"],
+                                   ["--exclude=d1/"]], ids=["no-rules", "leaf-rules", "dir-rule"])
+@pytest.mark.parametrize("caps", [["-p", "1"], ["-p", "2", "-f", "1"]], ids=["p1", "p2-f1"])
+def test_users_list_sends_the_parents_of_what_it_sends_only(tmp_path, rules, caps):
+    """rsync -R sends a listed name's parent directories only when it sends the
+    name: not for a name the rules exclude, nor for a missing one (exit 23); a rule
+    excluding a parent does not apply to them.  msrsync made the parents of every
+    listed name."""
+    src = os.fsencode(tmp_path / "in" / "src")
+    for rel in (b"d1/d2/f0.log", b"d1/d3/g.log", b"e1/f0.dat", b"e2/e3/h.dat"):
+        os.makedirs(os.path.dirname(os.path.join(src, rel)), exist_ok=True)
+        with open(os.path.join(src, rel), "wb") as handle:
+            handle.write(rel)
+    _utime_tree(src)
+    listing = tmp_path / "list"
+    listing.write_bytes(b"d1/d2/f0.log\nd1/d3/g.log\ne1/f0.dat\ne2/e3/h.dat\nm1/m2/gone\n")
+    # (the list does not name ".": DEST's root is made, not copied)
+    differential(tmp_path / "w", [src + b"/"], caps, expect_rc=23, ignore_root_mtime=True,
+                 rsync_opts=["-a", "--files-from=%s" % listing] + rules)
+
+
+@pytest.mark.parametrize("listed", [b"", b"d1/d2/f.log\n"], ids=["empty", "all-excluded"])
+def test_users_list_with_nothing_to_send_makes_no_dest_like_rsync(tmp_path, listed):
+    src = os.fsencode(tmp_path / "in" / "src")
+    os.makedirs(os.path.join(src, b"d1", b"d2"))
+    with open(os.path.join(src, b"d1", b"d2", b"f.log"), "wb") as handle:
+        handle.write(b"f")
+    listing = tmp_path / "list"
+    listing.write_bytes(listed)
+    opts = ["-a", "--files-from=%s" % listing, "--exclude=*.log"]
+    for name, run in (("rsync", lambda d: run_rsync(src + b"/", d, opts=opts)),
+                      ("msrsync", lambda d: run_msrsync("-p", "2", "--rsync", " ".join(opts),
+                                                        src + b"/", d))):
+        dest = os.fsencode(tmp_path / name)
+        cp = run(dest)
+        assert cp.returncode == 0, describe(cp)
+        assert not os.path.exists(dest), "%s made DEST" % name
+
+
 # ------------------------------------------------------------------ --delay-updates
 
 @pytest.mark.parametrize("partial_dir", [[], ["--partial-dir=.hold"]], ids=["default", "named"])
