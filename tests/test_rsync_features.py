@@ -316,3 +316,26 @@ def test_delay_updates_with_workers_sharing_a_directory(tmp_path, partial_dir):
         names = os.listdir(os.path.join(d.msrsync_dest, b"d"))
         assert len(names) == 400, "a holding directory was left: %r" % [
             n for n in names if not n.startswith(b"f")]
+
+
+def test_fuzzy_with_workers_sharing_a_directory(tmp_path):
+    """-y lists a DEST directory for a basis of each new file; another worker's
+    temporary file there, renamed meanwhile, "has vanished" (exit 24, about 1 run in
+    18 of this).  Such a bucket runs again alone; the run ends as rsync's."""
+    src = os.fsencode(tmp_path / "in" / "src")
+    os.makedirs(os.path.join(src, b"d"))
+    for i in range(300):
+        with open(os.path.join(src, b"d", b"f%03d" % i), "wb") as handle:
+            handle.write(os.urandom(20000))
+
+    def half(dest):
+        os.makedirs(os.path.join(dest, b"d"))
+        for i in range(0, 300, 2):
+            with open(os.path.join(dest, b"d", b"f%03d" % i), "wb") as handle:
+                handle.write(b"old %d\n" % i)
+        _utime_tree(dest)
+
+    _utime_tree(src)
+    for rep in range(2):
+        differential(tmp_path / ("w%d" % rep), [src + b"/"], ["-p", "4", "-f", "2"],
+                     rsync_opts=["-a", "-y"], prepare_dest=half)

@@ -469,3 +469,26 @@ def test_a_sampled_scan_counts_the_files_it_does_not_stat_as_a_full_one_does(tmp
     if cap == 8:
         names = [u[1] for u in sampled if u[0] == m.UNIT_ENTRY]
         assert b"a/f11" in names and b"b/link" in names and len(names) == 26
+
+
+@pytest.mark.parametrize("vanished, retried", [
+    ([b"DEST/d/.f12.Ab3xYz"], True),                        # another worker's temp file
+    ([b"DEST/.mode444.4Y3N4d", b"DEST/x/.a b.q1W2e3"], True),
+    ([b"SRC/d/f12"], False),                                 # a source file: rsync's 24
+    ([b"DEST/d/f12"], False),                                # not a temporary name
+    ([b"DEST/d/.f12.Ab3xYz", b"SRC/d/g"], False),
+    ([], False),
+])
+def test_a_vanished_neighbours_temp_file_is_told_from_a_vanished_source(
+        tmp_path, vanished, retried):
+    """-y lists DEST's directories for a basis; another worker's temporary file
+    renamed meanwhile "has vanished" (exit 24): that bucket runs again alone (see
+    Run._finish).  A vanished file of SRC, or any other name, stays rsync's 24."""
+    dest = os.fsencode(tmp_path / "dest")
+    log = tmp_path / "bucket.log"
+    log.write_bytes(b"".join(
+        b'file has vanished: "%s"\n' % name.replace(b"DEST", dest).replace(
+            b"SRC", os.fsencode(tmp_path / "src"))
+        for name in vanished) + b"rsync warning: some files vanished before they could be "
+                                b"transferred (code 24) at main.c(1394) [sender=3.5.0]\n")
+    assert m.saw_a_neighbours_file(os.fsencode(log), dest) is retried
