@@ -230,6 +230,16 @@ def test_push_over_ssh(tmp_path, sshd_server, small_src, slash):
                         ["-p", "2", "-f", "40"])
 
 
+@pytest.mark.parametrize("opts", [["-rlt", "-E"], ["-rlt"], ["-a"]])
+def test_push_makes_read_only_dirs_as_rsync_does_without_p(tmp_path, sshd_server, opts):
+    """Over ssh (or as a non-root user) the copies get --chmod=Du+w, and the directory
+    pass sets the real modes, which rsync sets only with -p (or -a, -A).  -E counted
+    as -p: a new directory of a read-only SRC one was left 0755, rsync makes 0555."""
+    src = make_tree(tmp_path / "in" / "src", "tiny", seed=4)     # "ro" is 0555
+    remote_differential(tmp_path / "w", [with_slash(src)], sshd_server.remote,
+                        opts + ["-e", sshd_server.rsh], ["-p", "2", "-f", "2"])
+
+
 def _logins(sshd):
     with open(sshd.log, "rb") as log:
         return log.read().count(b"Accepted publickey")
