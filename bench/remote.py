@@ -197,7 +197,15 @@ def make_tools(section, args):
         if not args.rsync_only:
             tools += [Tool("msrsync -p %d %s" % (p, opts), "msrsync", p, opts, None)
                       for p in args.procs]
+            tools += [Tool("%d rsyncs %s (split)" % (n, opts), "split", n, opts, None)
+                      for n in args.split]
     return tools
+
+
+def split_groups(src, n):
+    """SRC's top-level entries (sorted) dealt out to n plain rsyncs, round-robin."""
+    names = sorted(os.listdir(src))
+    return [[os.path.join(src, name) for name in names[i::n]] for i in range(n)]
 
 
 def msrsync_opts(section, args):
@@ -210,6 +218,17 @@ def tool_argv(tool, section, src, dst_remote, rsh, args):
     src = src.rstrip("/") + "/"
     if tool.kind == "rsync":
         return [args.rsync] + opts + ["-e", rsh, src, dst_remote]
+    if tool.kind == "split":
+        # n plain rsyncs started at once, each on its share of SRC's top level: what
+        # parallel streams alone allow, without a scan, a bucket or a Python process
+        # (sh waits for each and exits with the first failure)
+        groups = split_groups(src, tool.procs)
+        script = "".join("%s & p%d=$!\n" % (" ".join(shlex.quote(a) for a in [args.rsync] + opts
+                                                      + ["-e", rsh] + group + [dst_remote]), i)
+                         for i, group in enumerate(groups) if group)
+        script += "".join("wait $p%d || rc=${rc:-$?}\n" % i
+                          for i, group in enumerate(groups) if group)
+        return ["sh", "-c", script + "exit ${rc:-0}"]
     rsync_string = " ".join(shlex.quote(o) for o in opts + ["-e", rsh])
     return (command_prefix(args.msrsync) + ["-p", str(tool.procs)]
             + msrsync_opts(section, args) + ["--rsync", rsync_string, src, dst_remote])
@@ -222,6 +241,8 @@ def run_one(tool, data, rep, ctx):
     log_path = os.path.join(ctx["logs"], "%s-%s-rep%d.log" % (
         data.name.replace(" ", "_"), re.sub(r"[^\w.-]+", "_", tool.label), rep))
     remove_tree(dst)
+    if tool.kind == "split":
+        os.makedirs(dst)          # else the rsyncs race to make it (mkdir: File exists)
     dropped = settle_caches(not args.no_drop_caches)
     idle = wait_idle(servers, server.pid)
     before = proc_cpu_ticks(server.pid)
@@ -460,6 +481,13 @@ def command_lines(sections, args, rsh_shown):
             if (tool.kind, tool.opts) in seen:
                 continue
             seen.add((tool.kind, tool.opts))
+            if tool.kind == "split":
+                argv = tool_argv(tool._replace(kind="rsync"), section, "SRC", "HOST:DST/",
+                                 rsh_shown, args)
+                argv[0] = os.path.basename(argv[0])
+                lines.append("N x `%s` at once, SRC/ one of SRC's top-level directories in N"
+                             % " ".join(show_arg(a) for a in argv).replace("SRC/", "SRC/TOP"))
+                continue
             shown = tool._replace(procs="N") if tool.procs else tool
             argv = tool_argv(shown, section, "SRC", "HOST:DST/", rsh_shown, args)
             if argv[0] == sys.executable:
@@ -505,6 +533,10 @@ def parse_args(argv):
     p.add_argument("--files", type=positive_int, help="small files [%d]" % DEFAULT_FILES)
     p.add_argument("--procs", type=parse_int_list, default=list(DEFAULT_PROCS),
                    metavar="N,N", help="msrsync -p values [2,4]")
+    p.add_argument("--split", type=parse_int_list, default=[], metavar="N,N",
+                   help="also time N plain rsyncs started at once, each on 1/N of SRC's "
+                        "top-level directories (DEST made beforehand): what N streams "
+                        "allow without msrsync [none]")
     p.add_argument("--rsync-only", action="store_true",
                    help="plain rsync rows only (checks the harness, gives the baselines)")
     p.add_argument("--only", choices=("compressible", "small"),
