@@ -247,6 +247,7 @@ class SshServer(object):
     rsh          -- the -e string for rsync: ``ssh -p PORT -i KEY -o ...``
     rsh_nopython -- the same with a key whose sessions have no python3 on their PATH
     rsh_wrongkey -- the same with a key the server does not accept (auth fails)
+    rsh_home     -- the same with a key whose sessions have HOME=home (for "host:~/path")
     login        -- ``user@127.0.0.1``, the user being root or whoever runs the tests
     port, key, directory, pid, log
     """
@@ -260,6 +261,8 @@ class SshServer(object):
         self.key = d("client_key")
         self.key_nopython = d("client_key_nopython")
         self.key_wrong = d("client_key_wrong")
+        self.key_home = d("client_key_home")
+        self.home = d("home")
         self.host_key = d("host_ed25519_key")
         self.config = d("sshd_config")
         self.log = d("sshd.log")
@@ -280,6 +283,10 @@ class SshServer(object):
     @property
     def rsh_nopython(self):
         return rsh_command(self.port, self.key_nopython)
+
+    @property
+    def rsh_home(self):
+        return rsh_command(self.port, self.key_home)
 
     @property
     def rsh_wrongkey(self):
@@ -316,17 +323,24 @@ class SshServer(object):
         self._keygen(self.key, "msrsync-test-client")
         self._keygen(self.key_nopython, "msrsync-test-nopython")
         self._keygen(self.key_wrong, "msrsync-test-not-authorized")
+        self._keygen(self.key_home, "msrsync-test-home")
         self._make_nopython_bin()
+        os.mkdir(self.home)
         with open(self.key + ".pub") as f:
             pub = f.read().strip()
         with open(self.key_nopython + ".pub") as f:
             pub_nopython = f.read().strip()
+        with open(self.key_home + ".pub") as f:
+            pub_home = f.read().strip()
         # The PATH is set by a forced command, after the login shell's startup files (a
         # ~/.bashrc may prepend its own directories, a pyenv's shims for one).
         forced = "PATH=%s; export PATH; exec /bin/sh -c \\\"$SSH_ORIGINAL_COMMAND\\\"" % (
             self.nopython_bin)
-        _write(self.authorized_keys, "%s\ncommand=\"%s\" %s\n"
-               % (pub, forced, pub_nopython))
+        # the shell expands "~/" from HOME: a home of the tests' own
+        forced_home = "HOME=%s; export HOME; exec /bin/sh -c \\\"$SSH_ORIGINAL_COMMAND\\\"" % (
+            self.home)
+        _write(self.authorized_keys, "%s\ncommand=\"%s\" %s\ncommand=\"%s\" %s\n"
+               % (pub, forced, pub_nopython, forced_home, pub_home))
         if os.geteuid() == 0 and not os.path.isdir("/run/sshd"):
             # the privilege separation directory sshd chroots into when run as root
             os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
@@ -404,8 +418,10 @@ class RsyncDaemon(object):
     under which the tests keep their files, so that a local path under root has a
     daemon address):
 
-    mod     -- writable, no authentication
-    secure  -- writable, ``auth users = USER`` with PASSWORD from a secrets file
+    mod      -- writable, no authentication
+    secure   -- writable, ``auth users = USER`` with PASSWORD from a secrets file
+    nodelete -- as mod, with ``refuse options = delete``
+    tree     -- as mod, serving ``tree`` (DIRECTORY/tree, empty at first) alone
 
     Attributes: port, root, user, password, password_file (a 0600 file holding the
     password, for --password-file), pid, log.
@@ -426,6 +442,7 @@ class RsyncDaemon(object):
         self.secrets = d("rsyncd.secrets")
         self.password_file = d("password")
         self.wrong_password_file = d("wrong-password")
+        self.tree = d("tree")
 
     @property
     def pid(self):
@@ -457,6 +474,7 @@ class RsyncDaemon(object):
         _write(self.secrets, "%s:%s\n" % (self.user, self.password))
         _write(self.password_file, self.password + "\n")
         _write(self.wrong_password_file, "not the password\n")
+        os.makedirs(self.tree, exist_ok=True)
 
     def _write_config(self):
         module = [
@@ -485,7 +503,10 @@ class RsyncDaemon(object):
             ["", "[secure]"] + module +
             ["    auth users = %s" % self.user,
              "    secrets file = %s" % self.secrets,
-             ""]), 0o644)
+             "", "[nodelete]"] + module +
+            ["    refuse options = delete",
+             "", "[tree]"] + [m if not m.startswith("    path =") else "    path = %s" % self.tree
+                              for m in module] + [""]), 0o644)
 
     def start(self, attempts=5):
         error = None

@@ -683,3 +683,116 @@ def test_sigint_during_remote_copy_leaves_nothing_running(tmp_path, sshd_server,
             proc.communicate()
         _kill_leftovers(tmp_path)
 
+
+
+# --------------------------------------------------------------------------- paths rsync's
+# other end resolves: "~", symlinks named as SRC, a module named alone (found by a fuzz of
+# remote ends)
+
+def _small_tree(root):
+    """a/f, a/in/g, b/, top: a few entries, at least two buckets at -f 2."""
+    root = os.fsencode(root)
+    for d in (b"a/in", b"b"):
+        os.makedirs(os.path.join(root, d), exist_ok=True)
+    for name, data in ((b"a/f", b"1\n"), (b"a/in/g", b"22\n"), (b"top", b"333\n")):
+        with open(os.path.join(root, name), "wb") as handle:
+            handle.write(data)
+    # old times: rsync 3.5 leaves a new directory's time alone when SRC's is of the same
+    # second as the copy, which a tree made just now would be
+    for name in (b"a/f", b"a/in/g", b"top", b"a/in", b"a", b"b", b""):
+        os.utime(os.path.join(root, name), (1500000000, 1500000000))
+    return root
+
+
+def _stale_dest(dest):
+    os.makedirs(dest)
+    with open(os.path.join(dest, b"stale"), "wb") as handle:
+        handle.write(b"x\n")
+    os.utime(os.path.join(dest, b"stale"), (1400000000, 1400000000))
+    os.utime(dest, (1400000000, 1400000000))
+
+
+@pytest.mark.parametrize("path", ["~/tree", "~/tree/", "~/tree/a"])
+def test_pull_of_a_home_relative_path_like_rsync(tmp_path, sshd_server, path):
+    """host:~/path: the remote shell expands "~" in rsync's own argument. msrsync's scan
+    and its buckets took "~" for a directory of that name: exit 23, nothing copied, and
+    with --delete nothing deleted."""
+    _small_tree(os.path.join(sshd_server.home, "tree"))
+    opts = OPTS + ["--delete", "-e", sshd_server.rsh_home]
+    remote_differential(tmp_path, [sshd_server.remote(path)], local, opts,
+                        ["-p", "2", "-f", "2"], prepare_dest=_stale_dest)
+
+
+@pytest.mark.parametrize("name,extra", [("la/", []), ("abs/", []),
+                                        ("abs", ["--copy-unsafe-links"]), ("la", ["-L"])],
+                         ids=["link-slash", "abs-link-slash", "unsafe-link", "link-L"])
+def test_pull_of_a_symlink_to_a_directory_like_rsync(tmp_path, sshd_server, name, extra):
+    """A remote SRC that is a symlink rsync follows: named "link/", unsafe with
+    --copy-unsafe-links, or with -L. msrsync's remote scan read the link itself (exit 23,
+    --delete skipped)."""
+    src = _small_tree(tmp_path / "src")
+    os.symlink(b"a", os.path.join(src, b"la"))
+    os.symlink(os.path.join(src, b"a"), os.path.join(src, b"abs"))
+    remote_differential(tmp_path / "run", [sshd_server.remote(os.path.join(src, os.fsencode(name)))],
+                        local, ssh_opts(sshd_server, "--delete", *extra), ["-p", "2", "-f", "2"],
+                        prepare_dest=_stale_dest)
+
+
+@pytest.mark.parametrize("form", ["url", "double-colon"])
+def test_pull_of_a_module_named_alone_like_rsync(tmp_path, rsync_daemon, form):
+    """rsync://host/module (no slash) is the module's contents. msrsync listed the
+    daemon's modules, copied nothing and exited 0 (::module: exit 5)."""
+    d = rsync_daemon
+    _small_tree(d.tree)
+    if form == "url":
+        opts, src = OPTS, b"rsync://127.0.0.1:%d/tree" % d.port
+    else:
+        opts, src = OPTS + ["--port=%d" % d.port], b"127.0.0.1::tree"
+    remote_differential(tmp_path, [src], local, opts + ["--delete"], ["-p", "2", "-f", "2"],
+                        prepare_dest=_stale_dest)
+
+
+@pytest.mark.parametrize("what", ["dir", "file"])
+def test_push_with_delete_to_a_module_that_refuses_it_like_rsync(tmp_path, rsync_daemon,
+                                                                 what):
+    """"refuse options = delete": rsync stops before copying anything (exit 4); msrsync's
+    copies, which run without --delete, were accepted (a lone file: exit 0)."""
+    src = _small_tree(tmp_path / "src")
+    srcs = [with_slash(src)] if what == "dir" else [os.path.join(src, b"top")]
+    to_dest = lambda dest: rsync_daemon.url(dest, module="nodelete")  # noqa: E731
+    oracle, result, _, _ = remote_differential(
+        tmp_path / "run", srcs, to_dest, OPTS + ["--delete"], ["-p", "2", "-f", "2"],
+        expect_rc=4, prepare_dest=_stale_dest)
+    assert_one_error_line(result, 4, "refuse")
+    # the same module takes a run without deletion
+    remote_differential(tmp_path / "copy", srcs, to_dest, OPTS, ["-p", "2", "-f", "2"])
+
+
+def test_a_files_from_list_on_the_remote_host_is_refused(tmp_path, sshd_server, tiny_src):
+    """--files-from=:FILE and --files-from=HOST:FILE name a list rsync reads on the other
+    host; msrsync opened them as local paths (exit 1)."""
+    listing = os.fsencode(tmp_path / "list")
+    with open(listing, "wb") as handle:
+        handle.write(b"a\n")
+    dest = os.fsencode(tmp_path / "dest")
+    for spec in (b":" + listing, b"127.0.0.1:" + listing):
+        cp = run_msrsync("-p", "2", "--rsync", rsync_opts_string(
+            ssh_opts(sshd_server, b"--files-from=" + spec)), with_slash(tiny_src),
+            sshd_server.remote(dest))
+        assert_one_error_line(cp, 4, "remote host")
+        assert not os.path.lexists(dest)
+
+
+def test_a_shorthand_second_remote_src_is_refused(tmp_path, sshd_server, rsync_daemon,
+                                                  tiny_src):
+    """After a remote SRC, ":path" and "::module/path" are more SRCs of that host (rsync's
+    shorthand): several remote SRCs, refused with 4, not taken for local paths (1)."""
+    dest = os.fsencode(tmp_path / "dest")
+    cases = [(ssh_opts(sshd_server), [sshd_server.remote(with_slash(tiny_src)),
+                                      b":" + os.fsencode(tiny_src)]),
+             (OPTS, [rsync_daemon.url(with_slash(tiny_src)),
+                     b"::mod/" + rsync_daemon._rel(tiny_src)])]
+    for opts, srcs in cases:
+        cp = run_msrsync("-p", "2", "--rsync", rsync_opts_string(opts), *(srcs + [dest]))
+        assert_one_error_line(cp, 4, "several remote")
+        assert not os.path.lexists(dest)
