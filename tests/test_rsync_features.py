@@ -339,3 +339,96 @@ def test_fuzzy_with_workers_sharing_a_directory(tmp_path):
     for rep in range(2):
         differential(tmp_path / ("w%d" % rep), [src + b"/"], ["-p", "4", "-f", "2"],
                      rsync_opts=["-a", "-y"], prepare_dest=half)
+
+
+# ------------------------------------------------------------------ found by a fuzz of
+# option dimensions (type changes under -b, overlapping SRCs, -R --no-implied-dirs)
+
+def _put(root, rel, data=b"x\n", t=1500000000):
+    path = os.path.join(os.fsencode(root), os.fsencode(rel))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as handle:
+        handle.write(data)
+    os.utime(path, (t, t))
+    return path
+
+
+@pytest.mark.parametrize("opts", [["-a", "-b", "--delete"], ["-a", "-b", "--force"]],
+                         ids=["delete", "force"])
+def test_backups_of_a_directory_a_file_replaces_are_kept_like_rsync(tmp_path, opts):
+    """DEST has a directory where SRC has a file: rsync -b renames its contents to
+    backups, cannot remove it ("cannot delete non-empty directory") and exits 23.
+    msrsync took the failure for a race between workers and ran the bucket again,
+    whose rsync deleted the directory with the backups in it: exit 0, no backup."""
+    src = tmp_path / "src"
+    _put(src, "f", b"new\n")
+    _put(src, "g", b"other\n")
+    _utime_tree(src)
+
+    def prepare(dest):
+        _put(dest, "f/inner", b"old\n")
+        _utime_tree(dest, 1400000000)
+    d = differential(tmp_path / "w", [os.fsencode(src) + b"/"], ["-p", "2", "-f", "1"],
+                     rsync_opts=opts, prepare_dest=prepare, expect_rc=23, compare=False)
+    # (the root and f, where both wrote, keep the times of the run: rsync's failure
+    # leaves them so)
+    a, b = snapshot(d.oracle_dest), snapshot(d.msrsync_dest)
+    for rel in (b".", b"f"):
+        assert a[rel].pop("mtime_ns") > 1700 * 10 ** 15 and b[rel].pop("mtime_ns") > 1700 * 10 ** 15
+    assert_same_tree(a, b, label_a="rsync", label_b="msrsync")
+    assert os.path.exists(os.path.join(d.msrsync_dest, b"f", b"inner~"))
+
+
+@pytest.mark.parametrize("opts,needle", [
+    (["-a", "--force"], "--force"),
+    (["-a", "-R", "--no-implied-dirs"], "--no-implied-dirs"),
+], ids=["force-overlapping-srcs", "R-no-implied-dirs"])
+def test_splits_that_cannot_match_rsync_are_refused(tmp_path, opts, needle):
+    """--force with SRCs that share a name in DEST: the SRCs are copied last first, and
+    a later SRC's file x deleted the DEST directory x (and what only DEST had in it)
+    that rsync keeps from the first SRC. -R --no-implied-dirs in buckets: SRC's own
+    directories become implied parents, so rsync wrote through a DEST symlink in their
+    place, into another part of DEST. Both are refused with 4, DEST untouched; one
+    rsync (-p 1 without caps) runs them."""
+    s1, s2 = tmp_path / "s1", tmp_path / "s2"
+    _put(s1, "x/f", b"1\n")
+    _put(s2, "x", b"2\n")
+    _put(s1, "y/z/a", b"3\n")
+    srcs = [os.fsencode(s1) + b"/", os.fsencode(s2) + b"/"] if "--force" in opts else \
+        [os.fsencode(tmp_path) + b"/./s1/y"]
+    for dest in (tmp_path / "d", tmp_path / "o"):
+        _put(dest, "x/extra", b"mine\n")
+        os.symlink(b"other", os.path.join(os.fsencode(dest), b"s1"))
+        _put(dest, "other/y/z/a", b"keep\n")
+    for tree in (s1, s2, tmp_path / "d", tmp_path / "o"):
+        _utime_tree(tree)
+    before = snapshot(tmp_path / "d")
+    cp = run_msrsync("-p", "2", "-f", "1", "--rsync", " ".join(opts), *(srcs + [tmp_path / "d"]))
+    assert cp.returncode == 4, describe(cp)
+    lines = text(cp.stderr).splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "not supported" in lines[0], describe(cp)
+    assert snapshot(tmp_path / "d") == before
+    # one rsync of the whole run is what rsync does
+    o = run_rsync(*(srcs + [tmp_path / "o"]), opts=opts)
+    cp = run_msrsync("-p", "1", "--rsync", " ".join(opts), *(srcs + [tmp_path / "d"]))
+    assert cp.returncode == o.returncode, describe(cp)
+    assert_same_tree(tmp_path / "o", tmp_path / "d")
+
+
+def test_conflicting_delete_when_options_are_a_usage_error_like_rsync(tmp_path):
+    """rsync refuses two different --delete-WHEN options (exit 1) before anything;
+    msrsync's probe (rsync OPTS --version) skips that check: it copied and exited 0."""
+    src = tmp_path / "src"
+    _put(src, "d/f")
+    for opts in (["-a", "--delete-before", "--delete-delay"], ["-a", "--del", "--delete-after"]):
+        o = run_rsync(os.fsencode(src) + b"/", tmp_path / "o", opts=opts)
+        cp = run_msrsync("-p", "2", "--rsync", " ".join(opts), os.fsencode(src) + b"/",
+                         tmp_path / "d")
+        assert o.returncode == cp.returncode == 1, describe(cp)
+        assert len(text(cp.stderr).splitlines()) == 1, describe(cp)
+        assert not os.path.exists(tmp_path / "d") and not os.path.exists(tmp_path / "o")
+    # the same option twice, and --delete with a WHEN, are fine
+    for opts in (["-a", "--del", "--delete-during"], ["-a", "--delete", "--delete-after"]):
+        cp = run_msrsync("-p", "2", "--rsync", " ".join(opts), os.fsencode(src) + b"/",
+                         tmp_path / "d")
+        assert cp.returncode == 0, describe(cp)
