@@ -289,6 +289,21 @@ def test_dest_parent_missing_exits_11(tmp_path, weird_src):
     assert_same_tree(before, tmp_path)
 
 
+def test_dest_with_a_slash_that_is_a_file_exits_3(tmp_path, weird_src):
+    """"file/": rsync cannot stat it (ENOTDIR, exit 3); msrsync tried mkdir (11)."""
+    paths = [os.fsencode(tmp_path / name) for name in ("dest file", "oracle file")]
+    for path in paths:
+        with open(path, "wb") as f:
+            f.write(b"keep me\n")
+    assert rsync_exit(weird_src + b"/", paths[1] + b"/") == 3
+    before = _whole_dir(tmp_path)
+    cp = run_msrsync("-p", "2", weird_src + b"/", paths[0] + b"/")
+    assert cp.returncode == 3, describe(cp)
+    assert stderr_lines(cp) == ['msrsync: error: cannot stat destination "%s/": Not a '
+                                'directory (20)' % text(paths[0])], describe(cp)
+    assert_same_tree(before, tmp_path)
+
+
 @pytest.mark.parametrize("srcs", ["dir/", "dir", "two"])
 def test_dest_is_a_file_exits_3(tmp_path, weird_src, srcs):
     dest = os.fsencode(tmp_path / "dest file")

@@ -231,10 +231,16 @@ def test_relative_recreates_the_path_after_dot_dir(tmp_path, small_src, form):
 
 
 def test_relative_with_no_implied_dirs(tmp_path, small_src):
-    d = differential(tmp_path, [small_src + b"/./many/d01"], ["-p", "2", "-f", "5"],
+    """One rsync of the whole run (-p 1) does it as rsync; split into buckets (-p 2 -f 5)
+    it is refused, see test_splits_that_cannot_match_rsync_are_refused."""
+    d = differential(tmp_path, [small_src + b"/./many/d01"], ["-p", "1"],
                      rsync_opts=["-aR", "--no-implied-dirs"], compare=False)
     # the implied "many" is made with default attributes at run time
     _assert_same_but_mtimes(d, [b"many"])
+    cp = run_msrsync("-p", "2", "-f", "5", "--rsync", "-aR --no-implied-dirs",
+                     small_src + b"/./many/d01", tmp_path / "split")
+    assert cp.returncode == 4 and len(text(cp.stderr).splitlines()) == 1, describe(cp)
+    assert not os.path.exists(tmp_path / "split")
 
 
 @pytest.mark.parametrize("from0", [False, True], ids=["lines", "from0"])
@@ -432,3 +438,18 @@ def test_conflicting_delete_when_options_are_a_usage_error_like_rsync(tmp_path):
         cp = run_msrsync("-p", "2", "--rsync", " ".join(opts), os.fsencode(src) + b"/",
                          tmp_path / "d")
         assert cp.returncode == 0, describe(cp)
+
+
+@pytest.mark.parametrize("dest", ["new", "parent-missing"])
+def test_relative_lone_file_names_a_missing_dest_like_rsync(tmp_path, dest):
+    """-R SRC/./file: rsync's list holds the file alone (no implied parent below the
+    cut), so a missing DEST is named after it, as without -R; msrsync made DEST/file."""
+    src = tmp_path / "src"
+    _put(src, "f", b"hi\n")
+    _utime_tree(src)
+    name = "dest" if dest == "new" else "missing/dest"
+    d = differential(tmp_path / "w", [os.fsencode(src) + b"/./f"], ["-p", "2"],
+                     rsync_opts=["-a", "-R"], dest_name=name,
+                     expect_rc=0 if dest == "new" else 3, compare=dest == "new")
+    if dest == "new":
+        assert os.path.isfile(d.msrsync_dest)
