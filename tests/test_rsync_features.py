@@ -453,3 +453,23 @@ def test_relative_lone_file_names_a_missing_dest_like_rsync(tmp_path, dest):
                      expect_rc=0 if dest == "new" else 3, compare=dest == "new")
     if dest == "new":
         assert os.path.isfile(d.msrsync_dest)
+
+
+@pytest.mark.parametrize("mode", [0o711, 0o555, 0o700, 0o2775])
+def test_a_new_dest_gets_the_srcs_mode_without_p_like_rsync(tmp_path, mode):
+    """Without -p, rsync makes a missing DEST for "SRC/" with SRC's mode less the umask
+    (0700 stays 0700); msrsync's own mkdir left 0755. With two SRCs the first "SRC/"
+    gives it, even after a SRC named without a slash."""
+    srcs = []
+    for name, m in (("a", 0o755), ("b", mode)):
+        root = tmp_path / name
+        _put(root, "d/f")
+        _utime_tree(root)
+        os.chmod(root, m)
+        srcs.append(os.fsencode(root))
+    differential(tmp_path / "one", [srcs[1] + b"/"], ["-p", "2", "-f", "1"],
+                 rsync_opts=["-rlt"])
+    differential(tmp_path / "two", [srcs[0], srcs[1] + b"/"], ["-p", "2", "-f", "1"],
+                 rsync_opts=["-rlt"], ignore_root_mtime=True)
+    for root in srcs:
+        os.chmod(root, 0o755)       # (pytest's cleanup)
