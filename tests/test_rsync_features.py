@@ -473,3 +473,30 @@ def test_a_new_dest_gets_the_srcs_mode_without_p_like_rsync(tmp_path, mode):
                  rsync_opts=["-rlt"], ignore_root_mtime=True)
     for root in srcs:
         os.chmod(root, 0o755)       # (pytest's cleanup)
+
+
+@pytest.mark.parametrize("caps", [["-p", "2", "-f", "1"], ["-p", "3", "-s", "1K"]],
+                         ids=["f1", "s1K"])
+def test_remove_source_files_keeps_srcs_directory_times_like_rsync(tmp_path, caps):
+    """--remove-source-files empties SRC's directories as the buckets go, which gives
+    them the time of the run; the directory pass then copied those times to DEST,
+    where rsync gives the times its file list read first."""
+    masters = {}
+    for side in ("oracle", "msrsync"):
+        src = tmp_path / side / "src"
+        for i in range(6):
+            _put(src, "d/f%d" % i, b"%d\n" % i * 300)
+            _put(src, "d/e/g%d" % i, b"%d\n" % i * 300)
+        _put(src, "top", b"t\n")
+        _utime_tree(src)
+        masters[side] = os.fsencode(src)
+    opts = ["-a", "--remove-source-files"]
+    dests = [os.fsencode(tmp_path / side / "dest") for side in ("oracle", "msrsync")]
+    o = run_rsync(masters["oracle"] + b"/", dests[0], opts=opts)
+    cp = run_msrsync(*(caps + ["--rsync", " ".join(opts), masters["msrsync"] + b"/",
+                               dests[1]]))
+    assert o.returncode == cp.returncode == 0, describe(cp)
+    assert_same_tree(dests[0], dests[1], label_a="rsync", label_b="msrsync")
+    # what is left of SRC: its directories, emptied by both at run time
+    a, b = snapshot(masters["oracle"]), snapshot(masters["msrsync"])
+    assert sorted(a) == sorted(b) == [b".", b"d", b"d/e"]
