@@ -500,3 +500,26 @@ def test_remove_source_files_keeps_srcs_directory_times_like_rsync(tmp_path, cap
     # what is left of SRC: its directories, emptied by both at run time
     a, b = snapshot(masters["oracle"]), snapshot(masters["msrsync"])
     assert sorted(a) == sorted(b) == [b".", b"d", b"d/e"]
+
+
+@pytest.mark.parametrize("extra", [[], ["--force"]], ids=["delete", "delete-force"])
+def test_max_delete_holds_for_a_directory_a_file_replaces_like_rsync(tmp_path, extra):
+    """rsync counts what it deletes to put a file where DEST has a directory against
+    --max-delete: at 0 it keeps the directory and exits 23. msrsync's copies ran with
+    --force and no limit: they deleted it and the run exited 0."""
+    src = tmp_path / "src"
+    _put(src, "d/f", b"a\n")
+    _put(src, "g", b"b\n")
+    _utime_tree(src)
+
+    def prepare(dest):
+        _put(dest, "d/f/inner", b"old\n")
+        _utime_tree(dest, 1400000000)
+    d = differential(tmp_path / "w", [os.fsencode(src) + b"/"], ["-p", "2", "-f", "1"],
+                     rsync_opts=["-a", "--delete", "--max-delete=0"] + extra,
+                     prepare_dest=prepare, expect_rc=23, compare=False)
+    a, b = snapshot(d.oracle_dest), snapshot(d.msrsync_dest)
+    for rel in (b".", b"d"):          # (written in by both, at run time)
+        a[rel].pop("mtime_ns"), b[rel].pop("mtime_ns")
+    assert_same_tree(a, b, label_a="rsync", label_b="msrsync")
+    assert os.path.isfile(os.path.join(d.msrsync_dest, b"d", b"f", b"inner"))
