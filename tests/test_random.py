@@ -35,6 +35,16 @@ OPTION_SETS = [
     ["--filter=- d*/f1*"], ["-H", "--delete"], ["-m", "--delete"],
 ]
 
+# Groups added after a second fuzz (type changes under -b and --max-delete, --force,
+# --remove-source-files has its own test), drawn by seeds of their own so that the
+# first SEEDS keep their cases.
+MORE_SEEDS = range(1000, 1040)
+MORE_OPTION_SETS = OPTION_SETS + [
+    ["-b", "--delete"], ["-b"], ["--delete", "--max-delete=0"], ["--force"],
+    ["--delete-before"], ["--delete-delay"], ["-b", "--suffix=.old", "--delete"],
+    ["--omit-dir-times"], ["-O", "--delete"], ["--modify-window=1"], ["-I"],
+]
+
 
 def _outside(workdir):
     """A small directory outside every SRC, for absolute symlinks (-L, -k, and
@@ -104,7 +114,8 @@ def _case(seed, workdir):
         srcs.append(_random_tree(os.path.join(workdir, b"src2"), rng, outside) +
                     rng.choice([b"/", b""]))
     opts = list(rng.choice([["-a"], ["-a"], ["-rlt"], ["-aS", "--numeric-ids"]]))
-    for option_set in rng.sample(OPTION_SETS, rng.choice([0, 1, 1, 2, 3])):
+    sets = MORE_OPTION_SETS if seed in MORE_SEEDS else OPTION_SETS
+    for option_set in rng.sample(sets, rng.choice([0, 1, 1, 2, 3])):
         opts += [o for o in option_set if o not in opts]
     caps = ["-p", str(rng.choice([1, 2, 3, 4]))]
     draw = rng.random()
@@ -122,7 +133,7 @@ def _allowed(line):
     return "mtime_ns differs" in line and len(times) == 2 and min(times) > BUILT_BEFORE_NS
 
 
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("seed", list(SEEDS) + list(MORE_SEEDS))
 def test_random_case_matches_rsync(tmp_path, seed):
     workdir = os.fsencode(tmp_path)
     srcs, opts, caps, dest_seed = _case(seed, workdir)
