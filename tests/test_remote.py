@@ -796,3 +796,20 @@ def test_a_shorthand_second_remote_src_is_refused(tmp_path, sshd_server, rsync_d
         cp = run_msrsync("-p", "2", "--rsync", rsync_opts_string(opts), *(srcs + [dest]))
         assert_one_error_line(cp, 4, "several remote")
         assert not os.path.lexists(dest)
+
+
+def test_pull_from_daemon_whose_listing_ends_in_23_like_rsync(tmp_path, rsync_daemon):
+    """-L and a dangling symlink: rsync's listing of the daemon's tree ends in 23 after
+    it listed everything else, and rsync copies everything else. msrsync's scan
+    stopped at that exit: the entries it still held were never copied."""
+    src = _small_tree(tmp_path / "src")
+    os.makedirs(os.path.join(src, b"c"))
+    with open(os.path.join(src, b"c", b"g"), "wb") as handle:
+        handle.write(b"g\n")
+    os.symlink(b"nowhere", os.path.join(src, b"b", b"l"))
+    for name in (b"c/g", b"c", b"b", b""):
+        os.utime(os.path.join(src, name), (1500000000, 1500000000))
+    oracle, result, _, _ = remote_differential(
+        tmp_path / "run", [rsync_daemon.url(with_slash(src))], local, OPTS + ["-L"],
+        ["-p", "2", "-f", "1"], expect_rc=23)
+    assert os.path.exists(tmp_path / "run" / "msrsync" / "dest" / "c" / "g")
