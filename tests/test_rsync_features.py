@@ -359,6 +359,22 @@ def _put(root, rel, data=b"x\n", t=1500000000):
     return path
 
 
+def _file_where_dest_has_a_directory(tmp_path, rel, opts):
+    """SRC has the file rel (and g), DEST the directory rel holding "inner": both tools
+    must exit 23. Returns rsync's and msrsync's DEST snapshots and msrsync's DEST."""
+    src = tmp_path / "src"
+    _put(src, rel, b"new\n")
+    _put(src, "g", b"other\n")
+    _utime_tree(src)
+
+    def prepare(dest):
+        _put(dest, rel + "/inner", b"old\n")
+        _utime_tree(dest, 1400000000)
+    d = differential(tmp_path / "w", [os.fsencode(src) + b"/"], ["-p", "2", "-f", "1"],
+                     rsync_opts=opts, prepare_dest=prepare, expect_rc=23, compare=False)
+    return snapshot(d.oracle_dest), snapshot(d.msrsync_dest), d.msrsync_dest
+
+
 @pytest.mark.parametrize("opts", [["-a", "-b", "--delete"], ["-a", "-b", "--force"]],
                          ids=["delete", "force"])
 def test_backups_of_a_directory_a_file_replaces_are_kept_like_rsync(tmp_path, opts):
@@ -366,23 +382,13 @@ def test_backups_of_a_directory_a_file_replaces_are_kept_like_rsync(tmp_path, op
     backups, cannot remove it ("cannot delete non-empty directory") and exits 23.
     msrsync took the failure for a race between workers and ran the bucket again,
     whose rsync deleted the directory with the backups in it: exit 0, no backup."""
-    src = tmp_path / "src"
-    _put(src, "f", b"new\n")
-    _put(src, "g", b"other\n")
-    _utime_tree(src)
-
-    def prepare(dest):
-        _put(dest, "f/inner", b"old\n")
-        _utime_tree(dest, 1400000000)
-    d = differential(tmp_path / "w", [os.fsencode(src) + b"/"], ["-p", "2", "-f", "1"],
-                     rsync_opts=opts, prepare_dest=prepare, expect_rc=23, compare=False)
     # (the root and f, where both wrote, keep the times of the run: rsync's failure
     # leaves them so)
-    a, b = snapshot(d.oracle_dest), snapshot(d.msrsync_dest)
+    a, b, dest = _file_where_dest_has_a_directory(tmp_path, "f", opts)
     for rel in (b".", b"f"):
         assert a[rel].pop("mtime_ns") > 1700 * 10 ** 15 and b[rel].pop("mtime_ns") > 1700 * 10 ** 15
     assert_same_tree(a, b, label_a="rsync", label_b="msrsync")
-    assert os.path.exists(os.path.join(d.msrsync_dest, b"f", b"inner~"))
+    assert os.path.exists(os.path.join(dest, b"f", b"inner~"))
 
 
 @pytest.mark.parametrize("opts,needle", [
@@ -507,19 +513,9 @@ def test_max_delete_holds_for_a_directory_a_file_replaces_like_rsync(tmp_path, e
     """rsync counts what it deletes to put a file where DEST has a directory against
     --max-delete: at 0 it keeps the directory and exits 23. msrsync's copies ran with
     --force and no limit: they deleted it and the run exited 0."""
-    src = tmp_path / "src"
-    _put(src, "d/f", b"a\n")
-    _put(src, "g", b"b\n")
-    _utime_tree(src)
-
-    def prepare(dest):
-        _put(dest, "d/f/inner", b"old\n")
-        _utime_tree(dest, 1400000000)
-    d = differential(tmp_path / "w", [os.fsencode(src) + b"/"], ["-p", "2", "-f", "1"],
-                     rsync_opts=["-a", "--delete", "--max-delete=0"] + extra,
-                     prepare_dest=prepare, expect_rc=23, compare=False)
-    a, b = snapshot(d.oracle_dest), snapshot(d.msrsync_dest)
+    a, b, dest = _file_where_dest_has_a_directory(
+        tmp_path, "d/f", ["-a", "--delete", "--max-delete=0"] + extra)
     for rel in (b".", b"d"):          # (written in by both, at run time)
         a[rel].pop("mtime_ns"), b[rel].pop("mtime_ns")
     assert_same_tree(a, b, label_a="rsync", label_b="msrsync")
-    assert os.path.isfile(os.path.join(d.msrsync_dest, b"d", b"f", b"inner"))
+    assert os.path.isfile(os.path.join(dest, b"d", b"f", b"inner"))
