@@ -231,16 +231,10 @@ def test_relative_recreates_the_path_after_dot_dir(tmp_path, small_src, form):
 
 
 def test_relative_with_no_implied_dirs(tmp_path, small_src):
-    """One rsync of the whole run (-p 1) does it as rsync; split into buckets (-p 2 -f 5)
-    it is refused, see test_splits_that_cannot_match_rsync_are_refused."""
-    d = differential(tmp_path, [small_src + b"/./many/d01"], ["-p", "1"],
+    d = differential(tmp_path, [small_src + b"/./many/d01"], ["-p", "2", "-f", "5"],
                      rsync_opts=["-aR", "--no-implied-dirs"], compare=False)
     # the implied "many" is made with default attributes at run time
     _assert_same_but_mtimes(d, [b"many"])
-    cp = run_msrsync("-p", "2", "-f", "5", "--rsync", "-aR --no-implied-dirs",
-                     small_src + b"/./many/d01", tmp_path / "split")
-    assert cp.returncode == 4 and len(text(cp.stderr).splitlines()) == 1, describe(cp)
-    assert not os.path.exists(tmp_path / "split")
 
 
 @pytest.mark.parametrize("from0", [False, True], ids=["lines", "from0"])
@@ -391,34 +385,25 @@ def test_backups_of_a_directory_a_file_replaces_are_kept_like_rsync(tmp_path, op
     assert os.path.exists(os.path.join(dest, b"f", b"inner~"))
 
 
-@pytest.mark.parametrize("opts,needle", [
-    (["-a", "--force"], "--force"),
-    (["-a", "-R", "--no-implied-dirs"], "--no-implied-dirs"),
-], ids=["force-overlapping-srcs", "R-no-implied-dirs"])
-def test_splits_that_cannot_match_rsync_are_refused(tmp_path, opts, needle):
+def test_force_with_overlapping_srcs_is_refused(tmp_path):
     """--force with SRCs that share a name in DEST: the SRCs are copied last first, and
     a later SRC's file x deleted the DEST directory x (and what only DEST had in it)
-    that rsync keeps from the first SRC. -R --no-implied-dirs in buckets: SRC's own
-    directories become implied parents, so rsync wrote through a DEST symlink in their
-    place, into another part of DEST. Both are refused with 4, DEST untouched; one
-    rsync (-p 1 without caps) runs them."""
+    that rsync keeps from the first SRC. Refused with 4, DEST untouched; one rsync
+    (-p 1 without caps) runs it."""
+    opts = ["-a", "--force"]
     s1, s2 = tmp_path / "s1", tmp_path / "s2"
     _put(s1, "x/f", b"1\n")
     _put(s2, "x", b"2\n")
-    _put(s1, "y/z/a", b"3\n")
-    srcs = [os.fsencode(s1) + b"/", os.fsencode(s2) + b"/"] if "--force" in opts else \
-        [os.fsencode(tmp_path) + b"/./s1/y"]
+    srcs = [os.fsencode(s1) + b"/", os.fsencode(s2) + b"/"]
     for dest in (tmp_path / "d", tmp_path / "o"):
         _put(dest, "x/extra", b"mine\n")
-        os.symlink(b"other", os.path.join(os.fsencode(dest), b"s1"))
-        _put(dest, "other/y/z/a", b"keep\n")
     for tree in (s1, s2, tmp_path / "d", tmp_path / "o"):
         _utime_tree(tree)
     before = snapshot(tmp_path / "d")
     cp = run_msrsync("-p", "2", "-f", "1", "--rsync", " ".join(opts), *(srcs + [tmp_path / "d"]))
     assert cp.returncode == 4, describe(cp)
     lines = text(cp.stderr).splitlines()
-    assert len(lines) == 1 and needle in lines[0] and "not supported" in lines[0], describe(cp)
+    assert len(lines) == 1 and "--force" in lines[0] and "not supported" in lines[0], describe(cp)
     assert snapshot(tmp_path / "d") == before
     # one rsync of the whole run is what rsync does
     o = run_rsync(*(srcs + [tmp_path / "o"]), opts=opts)
@@ -519,3 +504,57 @@ def test_max_delete_holds_for_a_directory_a_file_replaces_like_rsync(tmp_path, e
         a[rel].pop("mtime_ns"), b[rel].pop("mtime_ns")
     assert_same_tree(a, b, label_a="rsync", label_b="msrsync")
     assert os.path.isfile(os.path.join(dest, b"d", b"f", b"inner"))
+
+
+@pytest.mark.parametrize("case", ["dest-link-in-src-tree", "dest-file-in-src-tree",
+                                  "modes-without-p", "implied-link-followed"])
+def test_relative_no_implied_dirs_in_buckets_like_rsync(tmp_path, case):
+    """-R --no-implied-dirs split into buckets: SRC's own directories were implied
+    parents of the names below them, so rsync wrote through a DEST symlink in their
+    place into another part of DEST, failed on a DEST file there (23), and made new
+    ones 0755 without -p. The "/./" cut now moves down to just above SRC's last name,
+    and only what lies above it is implied."""
+    src = tmp_path / "src"
+    top = "x/y/d" if case == "implied-link-followed" else "d"
+    for i in range(5):
+        _put(src, "%s/s/f%d" % (top, i), b"%d\n" % i)
+    _put(src, top + "/t/g", b"g\n")
+    _utime_tree(src)
+    if case == "modes-without-p":
+        os.chmod(os.path.join(os.fsencode(src), os.fsencode(top), b"s"), 0o711)
+        os.chmod(os.path.join(os.fsencode(src), os.fsencode(top), b"t"), 0o700)
+
+    def prepare(dest):
+        if case == "dest-link-in-src-tree":
+            _put(dest, "other/s/f0", b"keep\n")
+            os.symlink(b"other", os.path.join(dest, b"d"))
+        elif case == "dest-file-in-src-tree":
+            _put(dest, "d", b"old\n")
+        elif case == "implied-link-followed":
+            os.makedirs(os.path.join(dest, b"real", b"y"))
+            os.symlink(b"real", os.path.join(dest, b"x"))
+            os.symlink(b"../elsewhere", os.path.join(dest, b"real", b"y", b"d"))
+            os.makedirs(os.path.join(dest, b"real", b"elsewhere"))
+        if os.path.isdir(dest):
+            _utime_tree(dest, 1400000000)
+    opts = ["-rlt" if case == "modes-without-p" else "-a", "-R", "--no-implied-dirs"]
+    d = differential(tmp_path / "w", [os.fsencode(src) + b"/./" + os.fsencode(top)],
+                     ["-p", "2", "-f", "2"], rsync_opts=opts, prepare_dest=prepare,
+                     compare=False)
+    a, b = snapshot(d.oracle_dest), snapshot(d.msrsync_dest)
+    for rel in set(a) | set(b):      # (directories both made or wrote in at run time)
+        if a.get(rel, {}).get("mtime_ns", 0) > 1700 * 10 ** 15:
+            if b.get(rel, {}).get("mtime_ns", 0) > 1700 * 10 ** 15:
+                a[rel].pop("mtime_ns"), b[rel].pop("mtime_ns")
+    assert_same_tree(a, b, label_a="rsync", label_b="msrsync")
+
+
+def test_relative_no_implied_dirs_with_different_implied_paths_is_refused(tmp_path):
+    src = tmp_path / "src"
+    _put(src, "a/d/f")
+    _put(src, "b/c/e/f")
+    cp = run_msrsync("-p", "2", "-f", "1", "--rsync", "-a -R --no-implied-dirs",
+                     os.fsencode(src) + b"/./a/d", os.fsencode(src) + b"/./b/c/e",
+                     tmp_path / "d")
+    assert cp.returncode == 4 and len(text(cp.stderr).splitlines()) == 1, describe(cp)
+    assert "not supported" in text(cp.stderr) and not os.path.exists(tmp_path / "d")
