@@ -733,7 +733,8 @@ def test_pull_of_a_symlink_to_a_directory_like_rsync(tmp_path, sshd_server, name
     src = _small_tree(tmp_path / "src")
     os.symlink(b"a", os.path.join(src, b"la"))
     os.symlink(os.path.join(src, b"a"), os.path.join(src, b"abs"))
-    remote_differential(tmp_path / "run", [sshd_server.remote(os.path.join(src, os.fsencode(name)))],
+    remote_differential(tmp_path / "run",
+                        [sshd_server.remote(os.path.join(src, os.fsencode(name)))],
                         local, ssh_opts(sshd_server, "--delete", *extra), ["-p", "2", "-f", "2"],
                         prepare_dest=_stale_dest)
 

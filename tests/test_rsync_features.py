@@ -380,7 +380,8 @@ def test_backups_of_a_directory_a_file_replaces_are_kept_like_rsync(tmp_path, op
     # leaves them so)
     a, b, dest = _file_where_dest_has_a_directory(tmp_path, "f", opts)
     for rel in (b".", b"f"):
-        assert a[rel].pop("mtime_ns") > 1700 * 10 ** 15 and b[rel].pop("mtime_ns") > 1700 * 10 ** 15
+        assert (a[rel].pop("mtime_ns") > 1700 * 10 ** 15 and
+                b[rel].pop("mtime_ns") > 1700 * 10 ** 15)
     assert_same_tree(a, b, label_a="rsync", label_b="msrsync")
     assert os.path.exists(os.path.join(dest, b"f", b"inner~"))
 
