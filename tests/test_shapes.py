@@ -253,6 +253,88 @@ def test_subtrees_handed_out_unwalked_are_counted_by_rsync(tmp_path, monkeypatch
     assert_same_tree(tmp_path / "src", tmp_path / "d")
 
 
+def _wide_tree(src, dirs):
+    """A root holding directories alone, each with three small subdirectories."""
+    spec = {}
+    for d in range(dirs):
+        for s in range(3):
+            spec["d%02d/s%d/" % (d, s)] = "dir/"
+            for f in range(2):
+                spec["d%02d/s%d/f%d" % (d, s, f)] = "%d %d %d\n" % (d, s, f)
+    build(src, spec)
+    age(src)
+
+
+def test_unwalked_subtrees_carrying_the_split_root_are_counted_like_rsync(tmp_path,
+                                                                         monkeypatch):
+    """The root holds directories alone: once split, its own entry rides on the next
+    unit, here a subtree handed out unwalked.  rsync's count of that bucket holds no
+    root, so the totals were one short (200 entries against rsync's 201)."""
+    monkeypatch.setenv("MSRSYNC_IDLE_CUT", "0")
+    src = os.fsencode(tmp_path / "src")
+    _wide_tree(src, 20)
+    oracle = oracle_figures([src + b"/"], tmp_path, ["-a"])
+    cp, s = _summary(tmp_path, "-p", "2", "--rsync", "-a", src + b"/",
+                     os.fsencode(tmp_path / "d"))
+    assert cp.returncode == 0, cp.stderr
+    assert s["scan_handed_out_unwalked"] > 0, s
+    assert s["entries_total"] == s["entries_done"] == oracle["Number of files"] == 201
+    assert_same_tree(tmp_path / "src", tmp_path / "d")
+
+
+def _stale_copy_of(src, dest):
+    """DEST: a copy of SRC as it was; then SRC changes at both ends of its root's
+    list, where the walk and the subtrees handed out unwalked each begin."""
+    cp = run_rsync(src + b"/", dest, opts=["-a"])
+    assert cp.returncode == 0, cp.stderr
+    for rel, data in ((b"d00/s0/f0", b"new front\n"), (b"d23/s2/f1", b"new back\n"),
+                      (b"d22/s1/added", b"added\n"), (b"d12/s0/f0", b"middle\n")):
+        with open(os.path.join(src, rel), "wb") as f:
+            f.write(data)
+    os.unlink(os.path.join(src, b"d21/s0/f0"))
+    age(src, time.time() - 3600)
+
+
+@pytest.mark.parametrize("rsync_opts", [["-a"],
+                                        ["-a", "--exclude=s1", "--exclude=/d23/s0/"]],
+                         ids=["a", "exclude"])
+def test_a_rerun_hands_out_the_roots_subtrees_unwalked_at_once(tmp_path, monkeypatch,
+                                                                rsync_opts):
+    """Into a DEST that holds a copy, the workers waiting at the start get 1/-p of
+    the root's subdirectories each, unwalked, from the end of its list, with no
+    IDLE_CUT wait (set far off here); the walk takes the rest from the front.  The
+    changes in both parts reach DEST as rsync's do, and the totals are rsync's."""
+    monkeypatch.setenv("MSRSYNC_IDLE_CUT", "100")
+    src = os.fsencode(tmp_path / "src")
+    _wide_tree(src, 24)
+    stale = os.fsencode(tmp_path / "stale")
+    _stale_copy_of(src, stale)
+    oracle = oracle_figures([src + b"/"], tmp_path, rsync_opts)
+    summary = tmp_path / "summary.json"
+    differential(tmp_path / "w", [src + b"/"], ["--json", summary, "-p", "2"], rsync_opts,
+                 prepare_dest=lambda dest: shutil.copytree(stale, dest, symlinks=True))
+    s = json.loads(summary.read_text())
+    # 24 subdirectories: 12, then 6 of the 12 left, to the two workers at once
+    assert s["scan_handed_out_unwalked"] >= 18, s
+    assert s["buckets_total"] < 12, s
+    assert s["entries_total"] == s["entries_done"] == oracle["Number of files"]
+
+
+def test_an_initial_copy_into_a_nonempty_dest_walks_its_subtrees(tmp_path, monkeypatch):
+    """DEST holds entries, but not the root's subdirectories: their files are to be
+    copied, so the scan walks and counts them rather than guess (the control of the
+    test above)."""
+    monkeypatch.setenv("MSRSYNC_IDLE_CUT", "100")
+    src = os.fsencode(tmp_path / "src")
+    _wide_tree(src, 24)
+    summary = tmp_path / "summary.json"
+    differential(tmp_path / "w", [src + b"/"], ["--json", summary, "-p", "2"], ["-a"],
+                 prepare_dest=lambda dest: age(build(dest, {"other": "x"})))
+    s = json.loads(summary.read_text())
+    assert s["scan_names_only"] is True, s
+    assert s["scan_handed_out_unwalked"] == 0, s
+
+
 @pytest.mark.parametrize("extra,rsync_opts", [([], ["-aH"]), ([], ["-aL"]),
                                               (["-f", "50"], ["-a"])],
                          ids=["hard-links", "copy-links", "caps-given"])
