@@ -494,6 +494,36 @@ def test_remove_source_files_keeps_srcs_directory_times_like_rsync(tmp_path, cap
     assert sorted(a) == sorted(b) == [b".", b"d", b"d/e"]
 
 
+@pytest.mark.parametrize("idle_cut", ["0", "100"], ids=["idle-cut", "rerun"])
+def test_remove_source_files_walks_every_directory_it_times(tmp_path, monkeypatch, idle_cut):
+    """Without caps the scan hands out subtrees unwalked to workers that wait (at
+    once at IDLE_CUT 0, and on a re-run into DEST holding a copy): their
+    directories were never listed, so no time of theirs was kept, and the "dir/"
+    bucket of their parent copied the time of the run that emptying them gave
+    them. Such subtrees are walked instead."""
+    monkeypatch.setenv("MSRSYNC_IDLE_CUT", idle_cut)
+    masters, dests = {}, {}
+    for side in ("oracle", "msrsync"):
+        src = tmp_path / side / "src"
+        _put(src, "top", b"t\n")
+        for d in range(12):
+            _put(src, "d/own", b"own\n")
+            _put(src, "d/s%02d/f" % d, b"%d\n" % d)
+        _utime_tree(src)
+        masters[side] = os.fsencode(src)
+        dests[side] = os.fsencode(tmp_path / side / "dest")
+        assert run_rsync(masters[side] + b"/", dests[side], opts=["-a"]).returncode == 0
+        for d in (0, 11):      # changed at both ends of d's list
+            _put(src, "d/s%02d/f" % d, b"new %d\n" % d)
+        _utime_tree(src, 2 * 10 ** 9)
+    opts = ["-a", "--remove-source-files"]
+    o = run_rsync(masters["oracle"] + b"/", dests["oracle"], opts=opts)
+    cp = run_msrsync("-p", "2", "--rsync", " ".join(opts), masters["msrsync"] + b"/",
+                     dests["msrsync"])
+    assert o.returncode == cp.returncode == 0, describe(cp)
+    assert_same_tree(dests["oracle"], dests["msrsync"], label_a="rsync", label_b="msrsync")
+
+
 @pytest.mark.parametrize("extra", [[], ["--force"]], ids=["delete", "delete-force"])
 def test_max_delete_holds_for_a_directory_a_file_replaces_like_rsync(tmp_path, extra):
     """rsync counts what it deletes to put a file where DEST has a directory against
