@@ -320,6 +320,28 @@ def test_a_rerun_hands_out_the_roots_subtrees_unwalked_at_once(tmp_path, monkeyp
     assert s["entries_total"] == s["entries_done"] == oracle["Number of files"]
 
 
+def test_a_rerun_shares_the_roots_subtrees_out_by_their_subdirectories(tmp_path,
+                                                                      monkeypatch):
+    """The subtrees handed out unwalked are weighed by the directories each holds
+    (its link count): the last two of 16 hold 20 each, the others one, so the first
+    worker gets the last one alone and the second the next two, where sharing by
+    count gave the first worker the last eight, most of the tree."""
+    monkeypatch.setenv("MSRSYNC_IDLE_CUT", "100")
+    src = os.fsencode(tmp_path / "src")
+    spec = {}
+    for d in range(16):
+        for s in range(20 if d >= 14 else 1):
+            spec["d%02d/s%02d/f" % (d, s)] = "%d %d\n" % (d, s)
+    build(src, spec)
+    age(src)
+    dest = os.fsencode(tmp_path / "d")
+    assert run_rsync(src + b"/", dest, opts=["-a"]).returncode == 0
+    lists = _bucket_commands(tmp_path, "-p", "2", "--rsync", "-a", src + b"/", dest)
+    first = [lists[name] for name in sorted(lists, key=lambda n: int(n.split(b".")[0]))]
+    assert first[:2] == [[b"d15"], [b"d13", b"d14"]], lists
+    assert_same_tree(tmp_path / "src", tmp_path / "d")
+
+
 def test_an_initial_copy_into_a_nonempty_dest_walks_its_subtrees(tmp_path, monkeypatch):
     """DEST holds entries, but not the root's subdirectories: their files are to be
     copied, so the scan walks and counts them rather than guess (the control of the
