@@ -515,6 +515,31 @@ def test_remove_source_files_keeps_srcs_directory_times_like_rsync(tmp_path, cap
     assert sorted(a) == sorted(b) == [b".", b"d", b"d/e"]
 
 
+@pytest.mark.parametrize("caps", [["-p", "1", "-f", "4"], ["-p", "2", "-f", "4"]],
+                         ids=["p1", "p2"])
+def test_remove_source_files_keeps_times_of_directories_sent_twice(tmp_path, caps):
+    """A directory whose subtree fits one bucket is sent by that bucket (rsync sets
+    its time from its list) and again by its parent's "dir/" bucket: run after the
+    first emptied it, that one copied the time of the run. Only the directories
+    split across buckets had their listed times put back."""
+    masters, dests = {}, {}
+    for side in ("oracle", "msrsync"):
+        src = tmp_path / side / "src"
+        _put(src, "top", b"t\n")
+        for d in range(6):
+            for f in range(3):
+                _put(src, "d%d/f%d" % (d, f), b"%d %d\n" % (d, f))
+        _utime_tree(src)
+        masters[side] = os.fsencode(src)
+        dests[side] = os.fsencode(tmp_path / side / "dest")
+    opts = ["-a", "--remove-source-files"]
+    o = run_rsync(masters["oracle"] + b"/", dests["oracle"], opts=opts)
+    cp = run_msrsync(*(caps + ["--rsync", " ".join(opts), masters["msrsync"] + b"/",
+                               dests["msrsync"]]))
+    assert o.returncode == cp.returncode == 0, describe(cp)
+    assert_same_tree(dests["oracle"], dests["msrsync"], label_a="rsync", label_b="msrsync")
+
+
 @pytest.mark.parametrize("idle_cut", ["0", "100"], ids=["idle-cut", "rerun"])
 def test_remove_source_files_walks_every_directory_it_times(tmp_path, monkeypatch, idle_cut):
     """Without caps the scan hands out subtrees unwalked to workers that wait (at
