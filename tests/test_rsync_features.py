@@ -386,12 +386,17 @@ def test_backups_of_a_directory_a_file_replaces_are_kept_like_rsync(tmp_path, op
     assert os.path.exists(os.path.join(dest, b"f", b"inner~"))
 
 
-@pytest.mark.parametrize("kind", ["file", "symlink"])
-def test_a_lone_src_replaces_a_nonempty_directory_with_delete_like_rsync(tmp_path, kind):
+@pytest.mark.parametrize("kind,opts", [("file", ["-a", "--delete"]),
+                                       ("symlink", ["-a", "--delete"]),
+                                       ("file", ["-a", "--delete-excluded", "--exclude=*.o"])],
+                         ids=["file", "symlink", "delete-excluded"])
+def test_a_lone_src_replaces_a_nonempty_directory_with_delete_like_rsync(tmp_path, kind,
+                                                                         opts):
     """A SRC that is a file or a symlink (no trailing slash), where DEST holds a
-    non-empty directory of its name: rsync's deletion lets it give way (exit 0).
-    msrsync's run of that lone entry had neither the deletion options nor the
-    copies' --force: "cannot delete non-empty directory", exit 23."""
+    non-empty directory of its name: rsync's deletion lets it give way (exit 0), and
+    with --delete-excluded the excluded files in it too. msrsync's run of that lone
+    entry had neither the deletion options nor the copies' --force: "cannot delete
+    non-empty directory", exit 23."""
     top = tmp_path / "top"
     _put(top, "target/f", b"t\n")
     if kind == "file":
@@ -402,9 +407,10 @@ def test_a_lone_src_replaces_a_nonempty_directory_with_delete_like_rsync(tmp_pat
 
     def prepare(dest):
         _put(dest, "lone/inner/x", b"old\n")
+        _put(dest, "lone/inner/y.o", b"excluded\n")
         _utime_tree(dest, 1400000000)
     differential(tmp_path / "w", [os.fsencode(top / "lone")], ["-p", "2"],
-                 rsync_opts=["-a", "--delete"], prepare_dest=prepare)
+                 rsync_opts=opts, prepare_dest=prepare)
 
 
 def test_force_with_overlapping_srcs_is_refused(tmp_path):
