@@ -494,28 +494,37 @@ def test_a_new_dest_gets_the_srcs_mode_without_p_like_rsync(tmp_path, mode):
         os.chmod(root, 0o755)       # (pytest's cleanup)
 
 
+def _remove_source_files_like_rsync(tmp_path, make_side, msrsync_args):
+    """make_side(src, dest) builds each side; rsync and msrsync then run with -a
+    --remove-source-files SRC/ DEST, exit 0 and leave the same DEST. Returns the
+    two SRCs (bytes), by side."""
+    masters, dests = {}, {}
+    for side in ("oracle", "msrsync"):
+        masters[side] = os.fsencode(tmp_path / side / "src")
+        dests[side] = os.fsencode(tmp_path / side / "dest")
+        make_side(masters[side], dests[side])
+    opts = ["-a", "--remove-source-files"]
+    o = run_rsync(masters["oracle"] + b"/", dests["oracle"], opts=opts)
+    cp = run_msrsync(*(list(msrsync_args) + ["--rsync", " ".join(opts),
+                                             masters["msrsync"] + b"/", dests["msrsync"]]))
+    assert o.returncode == cp.returncode == 0, describe(cp)
+    assert_same_tree(dests["oracle"], dests["msrsync"], label_a="rsync", label_b="msrsync")
+    return masters
+
+
 @pytest.mark.parametrize("caps", [["-p", "2", "-f", "1"], ["-p", "3", "-s", "1K"]],
                          ids=["f1", "s1K"])
 def test_remove_source_files_keeps_srcs_directory_times_like_rsync(tmp_path, caps):
     """--remove-source-files empties SRC's directories as the buckets go, which gives
     them the time of the run; the directory pass then copied those times to DEST,
     where rsync gives the times its file list read first."""
-    masters = {}
-    for side in ("oracle", "msrsync"):
-        src = tmp_path / side / "src"
+    def make_side(src, dest):
         for i in range(6):
             _put(src, "d/f%d" % i, b"%d\n" % i * 300)
             _put(src, "d/e/g%d" % i, b"%d\n" % i * 300)
         _put(src, "top", b"t\n")
         _utime_tree(src)
-        masters[side] = os.fsencode(src)
-    opts = ["-a", "--remove-source-files"]
-    dests = [os.fsencode(tmp_path / side / "dest") for side in ("oracle", "msrsync")]
-    o = run_rsync(masters["oracle"] + b"/", dests[0], opts=opts)
-    cp = run_msrsync(*(caps + ["--rsync", " ".join(opts), masters["msrsync"] + b"/",
-                               dests[1]]))
-    assert o.returncode == cp.returncode == 0, describe(cp)
-    assert_same_tree(dests[0], dests[1], label_a="rsync", label_b="msrsync")
+    masters = _remove_source_files_like_rsync(tmp_path, make_side, caps)
     # what is left of SRC: its directories, emptied by both at run time
     a, b = snapshot(masters["oracle"]), snapshot(masters["msrsync"])
     assert sorted(a) == sorted(b) == [b".", b"d", b"d/e"]
@@ -528,22 +537,13 @@ def test_remove_source_files_keeps_times_of_directories_sent_twice(tmp_path, cap
     its time from its list) and again by its parent's "dir/" bucket: run after the
     first emptied it, that one copied the time of the run. Only the directories
     split across buckets had their listed times put back."""
-    masters, dests = {}, {}
-    for side in ("oracle", "msrsync"):
-        src = tmp_path / side / "src"
+    def make_side(src, dest):
         _put(src, "top", b"t\n")
         for d in range(6):
             for f in range(3):
                 _put(src, "d%d/f%d" % (d, f), b"%d %d\n" % (d, f))
         _utime_tree(src)
-        masters[side] = os.fsencode(src)
-        dests[side] = os.fsencode(tmp_path / side / "dest")
-    opts = ["-a", "--remove-source-files"]
-    o = run_rsync(masters["oracle"] + b"/", dests["oracle"], opts=opts)
-    cp = run_msrsync(*(caps + ["--rsync", " ".join(opts), masters["msrsync"] + b"/",
-                               dests["msrsync"]]))
-    assert o.returncode == cp.returncode == 0, describe(cp)
-    assert_same_tree(dests["oracle"], dests["msrsync"], label_a="rsync", label_b="msrsync")
+    _remove_source_files_like_rsync(tmp_path, make_side, caps)
 
 
 @pytest.mark.parametrize("idle_cut", ["0", "100"], ids=["idle-cut", "rerun"])
@@ -554,26 +554,18 @@ def test_remove_source_files_walks_every_directory_it_times(tmp_path, monkeypatc
     bucket of their parent copied the time of the run that emptying them gave
     them. Such subtrees are walked instead."""
     monkeypatch.setenv("MSRSYNC_IDLE_CUT", idle_cut)
-    masters, dests = {}, {}
-    for side in ("oracle", "msrsync"):
-        src = tmp_path / side / "src"
+
+    def make_side(src, dest):
         _put(src, "top", b"t\n")
         for d in range(12):
             _put(src, "d/own", b"own\n")
             _put(src, "d/s%02d/f" % d, b"%d\n" % d)
         _utime_tree(src)
-        masters[side] = os.fsencode(src)
-        dests[side] = os.fsencode(tmp_path / side / "dest")
-        assert run_rsync(masters[side] + b"/", dests[side], opts=["-a"]).returncode == 0
+        assert run_rsync(src + b"/", dest, opts=["-a"]).returncode == 0
         for d in (0, 11):      # changed at both ends of d's list
             _put(src, "d/s%02d/f" % d, b"new %d\n" % d)
         _utime_tree(src, 2 * 10 ** 9)
-    opts = ["-a", "--remove-source-files"]
-    o = run_rsync(masters["oracle"] + b"/", dests["oracle"], opts=opts)
-    cp = run_msrsync("-p", "2", "--rsync", " ".join(opts), masters["msrsync"] + b"/",
-                     dests["msrsync"])
-    assert o.returncode == cp.returncode == 0, describe(cp)
-    assert_same_tree(dests["oracle"], dests["msrsync"], label_a="rsync", label_b="msrsync")
+    _remove_source_files_like_rsync(tmp_path, make_side, ["-p", "2"])
 
 
 @pytest.mark.parametrize("extra", [[], ["--force"]], ids=["delete", "delete-force"])
