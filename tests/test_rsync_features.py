@@ -388,8 +388,9 @@ def test_backups_of_a_directory_a_file_replaces_are_kept_like_rsync(tmp_path, op
 
 @pytest.mark.parametrize("kind,opts", [("file", ["-a", "--delete"]),
                                        ("symlink", ["-a", "--delete"]),
-                                       ("file", ["-a", "--delete-excluded", "--exclude=*.o"])],
-                         ids=["file", "symlink", "delete-excluded"])
+                                       ("file", ["-a", "--delete-excluded", "--exclude=*.o"]),
+                                       ("file", ["-rlt", "--delete-after"])],
+                         ids=["file", "symlink", "delete-excluded", "rlt"])
 def test_a_lone_src_replaces_a_nonempty_directory_with_delete_like_rsync(tmp_path, kind,
                                                                          opts):
     """A SRC that is a file or a symlink (no trailing slash), where DEST holds a
