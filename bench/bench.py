@@ -49,9 +49,9 @@ sys.path.insert(0, HERE)
 # settle_caches from here
 from common import (HWM_SAMPLE_SECONDS, BenchError, Spawner,  # noqa: E402,F401
                     build_dataset, command_prefix, count_tree, dataset_layout, file_digest,
-                    filesystem_of, first_line_of, fmt_seconds, is_python_script, loadavg, log,
-                    measure, mib, parse_int_list, positive_int, remove_tree, run_main,
-                    settle_caches, tail, write_json)
+                    filesystem_note, filesystem_of, first_line_of, fmt_seconds,
+                    is_python_script, loadavg, log, measure, mib, parse_int_list,
+                    positive_int, remove_tree, run_main, settle_caches, tail, write_json)
 
 # ---------------------------------------------------------------------------
 # Constants
@@ -455,6 +455,7 @@ def environment(args, workdir, tools):
         "python_executable": sys.executable,
         "rsync": first_line_of([args.rsync, "--version"]),
         "workdir": workdir, "filesystem": fstype, "mount": mnt,
+        "filesystem_note": filesystem_note(workdir),
         "euid": os.geteuid(), "loadavg_start": loadavg(),
     }
     if any(t.kind == "msrsync" for t in tools):
@@ -483,6 +484,8 @@ def describe_environment(env, extra):
                 lines[-1] += " (%s, sha256 %s)" % (env["msrsync_path"],
                                                    env["msrsync_sha256"][:12])
     lines.append("- workdir: %s (%s on %s)" % (env["workdir"], env["filesystem"], env["mount"]))
+    if env.get("filesystem_note"):
+        lines.append("- NOTE: %s" % env["filesystem_note"])
     lines += ["- %s" % e for e in extra]
     lines.append("- load average at start: %s" % (
         " ".join("%.2f" % x for x in env["loadavg_start"]) if env["loadavg_start"] else "?"))

@@ -50,8 +50,8 @@ sys.path.insert(0, HERE)
 import bench  # noqa: E402
 import remote  # noqa: E402
 from common import (MiB, BenchError, Spawner, build_dataset, cached_tree,  # noqa: E402
-                    command_prefix, cpu_model, dataset_layout, file_digest, filesystem_of,
-                    first_line_of, fmt_seconds, load_servers, loadavg, log, mib,
+                    command_prefix, cpu_model, dataset_layout, file_digest, filesystem_note,
+                    filesystem_of, first_line_of, fmt_seconds, load_servers, loadavg, log, mib,
                     parse_int_list, parse_size, positive_int, proc_cpu_ticks, random_block,
                     remove_tree, run_main, start_sshd, tail, write_json, write_slices)
 
@@ -731,6 +731,7 @@ def environment(args, workdir):
         "msrsync_path": os.path.abspath(args.msrsync),
         "msrsync_sha256": file_digest(args.msrsync),
         "workdir": workdir, "filesystem": fstype, "mount": mnt, "euid": os.geteuid(),
+        "filesystem_note": filesystem_note(workdir),
         "loadavg_start": loadavg(),
     }
     if set(args.only) & {"compress", "ssh", "sshfs"}:
@@ -753,6 +754,8 @@ def print_header(env, args, sections):
         if key in env:
             print("- %s: %s" % (key, env[key]))
     print("- workdir: %s (%s on %s)" % (env["workdir"], env["filesystem"], env["mount"]))
+    if env.get("filesystem_note"):
+        print("- NOTE: %s" % env["filesystem_note"])
     print("- sections: %s; %d repetition(s) each, tools interleaved round-robin, medians; "
           "page cache %s before every run" % (
               ", ".join(sections), args.reps,
