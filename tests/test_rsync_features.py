@@ -625,6 +625,38 @@ def test_relative_no_implied_dirs_in_buckets_like_rsync(tmp_path, case):
     assert_same_tree(a, b, label_a="rsync", label_b="msrsync")
 
 
+@pytest.mark.parametrize("dest_has", ["nothing", "part-of-the-implied-path",
+                                      "the-implied-path"])
+def test_relative_no_implied_dirs_with_existing_makes_no_implied_dirs_like_rsync(
+        tmp_path, dest_has):
+    """--existing makes no new directory at DEST, implied ones neither: msrsync made
+    the part of the path above SRC's last name (DEST/a/b) and rsync nothing (found by
+    a random differential run). Where DEST holds the whole path, the run goes on."""
+    src = tmp_path / "src"
+    for i in range(6):
+        _put(src, "a/b/d/s/f%d" % i, b"%d\n" % i)
+    _utime_tree(src)
+
+    def prepare(dest):
+        if dest_has == "part-of-the-implied-path":
+            os.makedirs(os.path.join(dest, b"a"))
+        elif dest_has == "the-implied-path":
+            _put(dest, "a/b/d/s/f1", b"old\n")
+            _put(dest, "a/b/d/s/gone", b"old\n")
+        if os.path.isdir(dest):
+            _utime_tree(dest, 1400000000)
+    d = differential(tmp_path / "w", [os.fsencode(src) + b"/./a/b/d"], ["-p", "2", "-f", "2"],
+                     rsync_opts=["-a", "-R", "--no-implied-dirs", "--existing", "--delete"],
+                     prepare_dest=prepare, compare=False)
+    a, b = snapshot(d.oracle_dest, True), snapshot(d.msrsync_dest, True)
+    assert_same_tree(a, b, label_a="rsync", label_b="msrsync")
+    if dest_has == "the-implied-path":
+        with open(os.path.join(d.msrsync_dest, b"a", b"b", b"d", b"s", b"f1"), "rb") as f:
+            assert f.read() == b"1\n"
+    else:
+        assert not os.path.lexists(os.path.join(d.msrsync_dest, b"a", b"b"))
+
+
 def test_relative_no_implied_dirs_with_different_implied_paths_is_refused(tmp_path):
     src = tmp_path / "src"
     _put(src, "a/d/f")
