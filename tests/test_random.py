@@ -45,6 +45,20 @@ MORE_OPTION_SETS = OPTION_SETS + [
     ["--omit-dir-times"], ["-O", "--delete"], ["--modify-window=1"], ["-I"],
 ]
 
+# A third mix (a third fuzz: --existing with -R --no-implied-dirs made implied
+# directories; a pruned directory named with a backslash was made): seeds of their
+# own, the three that found those among them.
+NEW_SEEDS = list(range(9000, 9040)) + [9319, 9757, 9939]
+NEW_OPTION_SETS = [
+    ["--link-dest=../../src"], ["--compare-dest=../../src"], ["--copy-dest=../../src"],
+    ["--append"], ["--append-verify"], ["--partial"], ["-A"], ["-X"],
+    ["--chmod=u+rwX,go-w"], ["--sparse"], ["--preallocate"], ["-I"], ["-R"],
+    ["--existing", "--delete"], ["--ignore-existing", "--delete"], ["-t", "--no-t"],
+    ["--delete", "--exclude=*.dat"], ["-m", "--include=*/", "--include=*.log", "--exclude=*"],
+    ["--max-size=2k", "--delete"], ["-H", "--link-dest=../../src"], ["--numeric-ids", "-o", "-g"],
+    ["--keep-dirlinks"], ["-K"], ["--no-implied-dirs", "-R"], ["--delete-excluded", "-F"],
+] + OPTION_SETS
+
 
 def _outside(workdir):
     """A small directory outside every SRC, for absolute symlinks (-L, -k, and
@@ -114,7 +128,8 @@ def _case(seed, workdir):
         srcs.append(_random_tree(os.path.join(workdir, b"src2"), rng, outside) +
                     rng.choice([b"/", b""]))
     opts = list(rng.choice([["-a"], ["-a"], ["-rlt"], ["-aS", "--numeric-ids"]]))
-    sets = MORE_OPTION_SETS if seed in MORE_SEEDS else OPTION_SETS
+    sets = (MORE_OPTION_SETS if seed in MORE_SEEDS else
+            NEW_OPTION_SETS if seed in NEW_SEEDS else OPTION_SETS)
     for option_set in rng.sample(sets, rng.choice([0, 1, 1, 2, 3])):
         opts += [o for o in option_set if o not in opts]
     caps = ["-p", str(rng.choice([1, 2, 3, 4]))]
@@ -133,7 +148,7 @@ def _allowed(line):
     return "mtime_ns differs" in line and len(times) == 2 and min(times) > BUILT_BEFORE_NS
 
 
-@pytest.mark.parametrize("seed", list(SEEDS) + list(MORE_SEEDS))
+@pytest.mark.parametrize("seed", list(SEEDS) + list(MORE_SEEDS) + NEW_SEEDS)
 def test_random_case_matches_rsync(tmp_path, seed):
     workdir = os.fsencode(tmp_path)
     srcs, opts, caps, dest_seed = _case(seed, workdir)
