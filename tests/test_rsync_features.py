@@ -657,6 +657,40 @@ def test_relative_no_implied_dirs_with_existing_makes_no_implied_dirs_like_rsync
         assert not os.path.lexists(os.path.join(d.msrsync_dest, b"a", b"b"))
 
 
+@pytest.mark.parametrize("case", ["pruned-whole-new-dest", "pruned-whole-old-dest",
+                                  "something-sent"])
+def test_relative_no_implied_dirs_makes_no_implied_dirs_for_a_pruned_src_like_rsync(
+        tmp_path, case):
+    """rsync makes an implied directory only to put an entry below it: with -m and
+    no file the rules let through, SRC is pruned whole and DEST gets nothing. msrsync
+    made the implied part of the path (DEST/a/b) before the workers ran (found by a
+    random differential run); it now removes what it made and stayed empty, and gives
+    DEST its time back."""
+    src = tmp_path / "src"
+    for i in range(4):
+        _put(src, "a/b/d/s/f%d.txt" % i, b"%d\n" % i)
+    if case == "something-sent":
+        _put(src, "a/b/d/s/keep.log", b"log\n")
+    _utime_tree(src)
+
+    def prepare(dest):
+        if case == "pruned-whole-old-dest":
+            os.makedirs(dest)
+            _utime_tree(dest, 1400000000)
+    d = differential(tmp_path / "w", [os.fsencode(src) + b"/./a/b/d"], ["-p", "2", "-f", "1"],
+                     rsync_opts=["-a", "-R", "--no-implied-dirs", "-m", "--include=*/",
+                                 "--include=*.log", "--exclude=*"],
+                     prepare_dest=prepare, compare=False)
+    a, b = snapshot(d.oracle_dest), snapshot(d.msrsync_dest)
+    for rel in set(a) | set(b):      # (directories both made or wrote in at run time)
+        if a.get(rel, {}).get("mtime_ns", 0) > 1700 * 10 ** 15:
+            if b.get(rel, {}).get("mtime_ns", 0) > 1700 * 10 ** 15:
+                a[rel].pop("mtime_ns"), b[rel].pop("mtime_ns")
+    assert_same_tree(a, b, label_a="rsync", label_b="msrsync")
+    made = os.path.lexists(os.path.join(d.msrsync_dest, b"a", b"b"))
+    assert made == (case == "something-sent")
+
+
 def test_relative_no_implied_dirs_with_different_implied_paths_is_refused(tmp_path):
     src = tmp_path / "src"
     _put(src, "a/d/f")
