@@ -46,9 +46,9 @@ MORE_OPTION_SETS = OPTION_SETS + [
 ]
 
 # A third mix (a third fuzz: --existing with -R --no-implied-dirs made implied
-# directories; a pruned directory named with a backslash was made): seeds of their
-# own, the three that found those among them.
-NEW_SEEDS = list(range(9000, 9040)) + [9319, 9757, 9939]
+# directories, and so did -m pruning SRC whole; a pruned directory named with a
+# backslash was made): seeds of their own, the five that found those among them.
+NEW_SEEDS = list(range(9000, 9040)) + [9319, 9757, 9939, 12301, 12756]
 NEW_OPTION_SETS = [
     ["--link-dest=../../src"], ["--compare-dest=../../src"], ["--copy-dest=../../src"],
     ["--append"], ["--append-verify"], ["--partial"], ["-A"], ["-X"],
