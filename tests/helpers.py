@@ -9,6 +9,7 @@ target, hard-link groups, xattrs), like rsync's own testsuite ``checkit``.
 import collections
 import glob
 import hashlib
+import importlib.machinery
 import os
 import random
 import re
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 PROJECT_DIR = os.path.dirname(TESTS_DIR)
@@ -34,6 +36,17 @@ NOBODY = 65534
 # A fixed, old, nanosecond-precise timestamp so that an mtime which rsync failed to copy
 # can never be mistaken for "now".
 BASE_TIME_NS = 1500000000 * 10 ** 9 + 123456789
+T0 = 1400000000                     # seconds: the past every hand-made tree lives in (age)
+RECENT_NS = (T0 + 10 ** 6) * 10 ** 9  # newer than this: touched by the test, to be aged
+
+# msrsync settings: worker count and tiny buckets, so one tree makes many buckets
+SETTINGS = {
+    "p1-f1": ["-p", "1", "-f", "1"],
+    "p2-f1": ["-p", "2", "-f", "1"],
+    "p2-f7": ["-p", "2", "-f", "7"],
+    "p8-f1": ["-p", "8", "-f", "1"],
+    "p8-s1K": ["-p", "8", "-s", "1K"],
+}
 
 
 # --------------------------------------------------------------------------- processes
@@ -136,6 +149,45 @@ def wait_for(predicate, timeout, interval=0.05):
         time.sleep(interval)
 
 
+def running_rsyncs(tmp_path):
+    """(pid, argv) of the live rsyncs whose command line names tmp_path: this test's own."""
+    return rsync_processes_mentioning(os.fsencode(tmp_path))
+
+
+def kill_leftovers(tmp_path, find=running_rsyncs):
+    """Clean up after a failed test: SIGKILL the (pid, argv) find(tmp_path) lists, only
+    processes of this test's own directory."""
+    for pid, _ in find(tmp_path):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def end(proc, tmp_path):
+    """After a test, failed or not: msrsync stopped, no rsync of this test left."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+    kill_leftovers(tmp_path)
+
+
+def assert_no_rsync_left(tmp_path):
+    """Killed process groups go at once; allow the kernel a moment to reap them."""
+    left = wait_for(lambda: not running_rsyncs(tmp_path), 2) or running_rsyncs(tmp_path)
+    assert left is True, "rsync processes left running: %r" % (left,)
+
+
+def load_msrsync():
+    """The msrsync script loaded as a module (msrsync_mod), for tests of its functions."""
+    loader = importlib.machinery.SourceFileLoader("msrsync_mod", MSRSYNC)
+
+    module = types.ModuleType(loader.name)
+    module.__file__ = MSRSYNC
+    loader.exec_module(module)
+    return module
+
+
 # --------------------------------------------------------------------------- other users
 
 def nonroot_prefix():
@@ -200,11 +252,98 @@ def rmtree_force(path):
 
 # --------------------------------------------------------------------------- trees
 
-def _write(path, data, mode=None):
-    with open(path, "wb") as f:
-        f.write(data)
-    if mode is not None:
+def build(root, spec, mtime=None):
+    """Make the entries of spec under root (made too), in order; returns root as bytes.
+
+    spec maps a path relative to root (str or bytes) to what it becomes:
+      a key ending in "/"    a directory; its value is ignored ("dir/", None) or is an int,
+                             its mode, given once everything is made (deepest first, so a
+                             0555 directory can still be filled)
+      str or bytes           a regular file with that content (str as UTF-8)
+      ("file", data, mode)   a regular file with that content and mode
+      ("symlink", target)    a symbolic link
+      ("hardlink", other)    a hard link to other (relative to root, or absolute)
+      ("fifo",)              a named pipe
+    Missing parent directories are made on the way. With mtime (seconds), every entry
+    spec names (a symlink itself, not what it names) gets it once everything is made;
+    otherwise times are the caller's (see age).
+    """
+    root = os.fsencode(root)
+    os.makedirs(root, exist_ok=True)
+    dir_modes = []
+    for rel, what in spec.items():
+        path = os.path.join(root, os.fsencode(rel))
+        if path.endswith(b"/"):
+            os.makedirs(path, exist_ok=True)
+            if isinstance(what, int):
+                dir_modes.append((path, what))
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        kind, args = (what[0], what[1:]) if isinstance(what, tuple) else ("file", (what, None))
+        if kind == "file":
+            data, mode = args
+            with open(path, "wb") as f:
+                f.write(data.encode() if isinstance(data, str) else data)
+            if mode is not None:
+                os.chmod(path, mode)
+        elif kind == "symlink":
+            os.symlink(os.fsencode(args[0]), path)
+        elif kind == "hardlink":
+            os.link(os.path.join(root, os.fsencode(args[0])), path)
+        elif kind == "fifo":
+            os.mkfifo(path)
+        else:
+            raise ValueError("unknown entry %r for %r" % (what, rel))
+    for path, mode in sorted(dir_modes, key=lambda pm: pm[0].count(b"/"), reverse=True):
         os.chmod(path, mode)
+    if mtime is not None:
+        for rel in spec:
+            os.utime(os.path.join(root, os.fsencode(rel)), (mtime, mtime),
+                     follow_symlinks=False)
+    return root
+
+
+def age(root, when=T0, everything=False):
+    """Give every entry under root (root included) touched since RECENT_NS, or every
+    entry at all with everything, the mtime `when` (seconds), deepest first and each
+    directory after its contents; returns root as bytes."""
+    root = os.fsencode(root)
+    ns = int(when) * 10 ** 9
+
+    def touch(path):
+        if everything or os.lstat(path).st_mtime_ns > RECENT_NS:
+            os.utime(path, ns=(ns, ns), follow_symlinks=False)
+
+    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+        for name in filenames + dirnames:
+            path = os.path.join(dirpath, name)
+            if name in filenames or os.path.islink(path):
+                touch(path)
+        touch(dirpath)      # its subdirectories came earlier (bottom-up walk)
+    return root
+
+
+def p(root, rel):
+    """root/rel as bytes."""
+    return os.path.join(os.fsencode(root), os.fsencode(rel))
+
+
+def contents(src):
+    """The SRC argument that copies src's contents: [b"src/"]."""
+    return [os.fsencode(src) + b"/"]
+
+
+def dests(workdir):
+    """The two destinations differential() fills: (rsync's, msrsync's)."""
+    w = os.fsencode(workdir)
+    return [os.path.join(w, b"oracle", b"dest"), os.path.join(w, b"msrsync", b"dest")]
+
+
+def on_both_dests(workdir, spec, when):
+    """The same extra entries, with the same mtimes, in both destinations."""
+    for dest in dests(workdir):
+        build(dest, spec)
+        age(dest, when)
 
 
 def _content(rng, size):
@@ -257,44 +396,41 @@ def make_tree(root, kind="weird", seed=0, **kw):
     """
     root = os.fsencode(root)
     rng = random.Random(seed)
-    os.makedirs(root, exist_ok=True)
-    j = lambda *parts: os.path.join(root, *parts)
+    spec = {}
     if kind in ("weird", "small"):
-        _make_weird(root, rng, many=(kind == "weird"))
+        spec = _weird_spec(rng, many=(kind == "weird"))
     elif kind == "tiny":
         for i, name in enumerate([b"a b", b"-x", b"q'\"", b"nl\n", b"\xff\xfe", b"#c"]):
-            _write(j(name), _content(rng, 100 * i))
-        os.makedirs(j(b"sub dir", b"deeper"))
+            spec[name] = _content(rng, 100 * i)
+        spec[b"sub dir/deeper/"] = None
         for i in range(4):
-            _write(j(b"sub dir", b"f%d" % i), _content(rng, 50 * i))
-        _write(j(b"sub dir", b"deeper", b"leaf"), b"leaf\n", 0o600)
-        os.symlink(b"sub dir/f1", j(b"link"))
-        os.mkdir(j(b"empty"))
-        os.mkdir(j(b"ro"))
+            spec[b"sub dir/f%d" % i] = _content(rng, 50 * i)
+        spec[b"sub dir/deeper/leaf"] = ("file", b"leaf\n", 0o600)
+        spec[b"link"] = ("symlink", b"sub dir/f1")
+        spec[b"empty/"] = None
+        spec[b"ro/"] = 0o555
         for i in range(3):
-            _write(j(b"ro", b"r%d" % i), b"r" * i)
-        os.chmod(j(b"ro"), 0o555)
+            spec[b"ro/r%d" % i] = b"r" * i
     elif kind == "readonly":
         n = kw.get("n", 60)
-        ro = j(b"ro dir")
-        os.mkdir(ro)
+        spec[b"ro dir/"] = 0o555
         for i in range(n):
-            _write(os.path.join(ro, b"f%03d" % i), _content(rng, rng.randrange(0, 3000)))
-        sub = os.path.join(ro, b"ro sub")
-        os.mkdir(sub)
+            spec[b"ro dir/f%03d" % i] = _content(rng, rng.randrange(0, 3000))
+        spec[b"ro dir/ro sub/"] = 0o555
         for i in range(n // 3):
-            _write(os.path.join(sub, b"g%03d" % i), _content(rng, rng.randrange(0, 3000)))
-        _write(j(b"top file"), b"top\n")
-        os.chmod(sub, 0o555)
-        os.chmod(ro, 0o555)
+            spec[b"ro dir/ro sub/g%03d" % i] = _content(rng, rng.randrange(0, 3000))
+        spec[b"top file"] = b"top\n"
     elif kind == "big":
         for i in range(kw.get("count", 4)):
-            _write(j(b"big%d.bin" % i), _content(rng, kw.get("size", 1 << 20)))
+            spec[b"big%d.bin" % i] = _content(rng, kw.get("size", 1 << 20))
     elif kind == "flat":
         for i in range(kw.get("n", 20)):
-            _write(j(b"file%03d" % i), _content(rng, kw.get("size", rng.randrange(1, 500))))
+            spec[b"file%03d" % i] = _content(rng, kw.get("size", rng.randrange(1, 500)))
     else:
         raise ValueError("unknown tree kind %r" % kind)
+    build(root, spec)
+    if kind in ("weird", "small"):
+        _weird_extras(root)
     _set_times(root, rng)
     if kind in ("weird", "small"):
         # timestamps rsync must carry too: the epoch and before it
@@ -303,88 +439,107 @@ def make_tree(root, kind="weird", seed=0, **kw):
     return root
 
 
-def _make_weird(root, rng, many):
-    j = lambda *parts: os.path.join(root, *parts)
+def _weird_spec(rng, many):
+    """The build() spec of the weird (many) or small tree; _weird_extras adds the rest."""
+    spec = {}
     # weird names, as files at the top and as directories holding a file with a weird name
     for i, name in enumerate(WEIRD_NAMES):
-        _write(j(name), _content(rng, rng.randrange(0, 2000)))
-        d = j(b"dir " + name[:200])
-        os.mkdir(d)
-        _write(os.path.join(d, WEIRD_NAMES[(i + 3) % len(WEIRD_NAMES)]),
-               _content(rng, rng.randrange(0, 2000)))
-    os.mkdir(j(b"bad\xe9dir"))
-    _write(j(b"bad\xe9dir", b"\xc3\x28"), b"invalid two-byte sequence\n")
+        spec[name] = _content(rng, rng.randrange(0, 2000))
+        d = b"dir " + name[:200] + b"/"
+        spec[d] = None
+        spec[d + WEIRD_NAMES[(i + 3) % len(WEIRD_NAMES)]] = \
+            _content(rng, rng.randrange(0, 2000))
+    spec[b"bad\xe9dir/\xc3\x28"] = b"invalid two-byte sequence\n"
     # empty directories
-    os.makedirs(j(b"empty"))
-    os.makedirs(j(b"empty2", b"nested empty", b"-deeper"))
+    spec[b"empty/"] = None
+    spec[b"empty2/nested empty/-deeper/"] = None
     # 30-deep nesting with a file at the bottom and one half way
-    deep = j(b"deep")
-    for i in range(1, 31):
-        deep = os.path.join(deep, b"d%02d" % i)
-        if i == 15:
-            os.makedirs(deep)
-            _write(os.path.join(deep, b"middle"), b"middle\n")
-    os.makedirs(deep)
-    _write(os.path.join(deep, b"leaf"), b"leaf\n")
+    deep = [b"deep"] + [b"d%02d" % i for i in range(1, 31)]
+    spec[b"/".join(deep[:16] + [b"middle"])] = b"middle\n"
+    spec[b"/".join(deep + [b"leaf"])] = b"leaf\n"
     # symlinks: relative, absolute, dangling, to a directory, with weird targets
-    os.symlink(b"with space", j(b"link rel"))
-    os.symlink(b"/etc/hostname", j(b"link abs"))
-    os.symlink(b"does/not/exist", j(b"link dangling"))
-    os.symlink(b"deep", j(b"link to dir"))
-    os.symlink(b"new\nline", j(b"link\nweird"))
-    os.symlink(b"../\xff\xfe-invalid-utf8", j(b"dir with space", b"link up"))
-    os.symlink(b"loop", j(b"loop"))
     # (no link to an ancestor: rsync -L would copy the tree into itself without end)
+    for name, target in ((b"link rel", b"with space"), (b"link abs", b"/etc/hostname"),
+                         (b"link dangling", b"does/not/exist"), (b"link to dir", b"deep"),
+                         (b"link\nweird", b"new\nline"),
+                         (b"dir with space/link up", b"../\xff\xfe-invalid-utf8"),
+                         (b"loop", b"loop")):
+        spec[name] = ("symlink", target)
     # modes
-    _write(j(b"mode600"), b"secret\n", 0o600)
-    _write(j(b"mode755"), b"#!/bin/sh\nexit 0\n", 0o755)
-    _write(j(b"mode644"), b"plain\n", 0o644)
-    _write(j(b"mode4755 setuid"), b"suid\n", 0o4755)
-    _write(j(b"mode444"), b"sticky ro\n", 0o444)
-    os.mkdir(j(b"dir700"))
-    _write(j(b"dir700", b"inside"), b"x\n")
-    os.chmod(j(b"dir700"), 0o700)
-    os.mkdir(j(b"dir2775 setgid"))
-    _write(j(b"dir2775 setgid", b"inside"), b"y\n")
-    os.chmod(j(b"dir2775 setgid"), 0o2775)
-    os.mkdir(j(b"sticky1777"))
-    os.chmod(j(b"sticky1777"), 0o1777)
+    for name, data, mode in ((b"mode600", b"secret\n", 0o600),
+                             (b"mode755", b"#!/bin/sh\nexit 0\n", 0o755),
+                             (b"mode644", b"plain\n", 0o644),
+                             (b"mode4755 setuid", b"suid\n", 0o4755),
+                             (b"mode444", b"sticky ro\n", 0o444)):
+        spec[name] = ("file", data, mode)
+    spec[b"dir700/"] = 0o700
+    spec[b"dir700/inside"] = b"x\n"
+    spec[b"dir2775 setgid/"] = 0o2775
+    spec[b"dir2775 setgid/inside"] = b"y\n"
+    spec[b"sticky1777/"] = 0o1777
     # a FIFO (rsync -a includes --specials)
-    os.mkfifo(j(b"fifo"))
-    os.mkfifo(j(b"dir with space", b"fifo two"))
+    spec[b"fifo"] = spec[b"dir with space/fifo two"] = ("fifo",)
     # hard links (copied as separate files without -H, by rsync and msrsync alike)
-    _write(j(b"hard one"), b"linked content\n")
-    os.link(j(b"hard one"), j(b"dir with space", b"hard two"))
-    # a sparse file (-S) and an empty file
+    spec[b"hard one"] = b"linked content\n"
+    spec[b"dir with space/hard two"] = ("hardlink", b"hard one")
+    spec[b"empty file"] = b""
+    # many small files of varied sizes, in a few directories
+    for i in range(200 if many else 30):
+        size = rng.choice([0, 1, 2, 10, 100, 500, 1023, 1024, 1025, 3000, 9000])
+        spec[b"many/d%02d/f%04d.dat" % (i % (12 if many else 3), i)] = _content(rng, size)
+    # a read-only directory (mode 0555) holding many files
+    spec[b"read only/"] = 0o555
+    for i in range(50 if many else 10):
+        spec[b"read only/r%03d" % i] = _content(rng, rng.randrange(0, 1500))
+    return spec
+
+
+def _weird_extras(root):
+    """What the weird and small trees hold beyond their spec: a sparse file (-S),
+    extended attributes (copied only with -X), owners other than the runner's (root)."""
+    j = lambda *parts: os.path.join(root, *parts)
     with open(j(b"sparse"), "wb") as f:
         f.seek(256 * 1024)
         f.write(b"end of sparse file\n")
-    _write(j(b"empty file"), b"")
-    # extended attributes (copied only with -X) on a file and a directory
     try:
         os.setxattr(j(b"mode644"), b"user.msrsync", b"value \xff")
         os.setxattr(j(b"dir700"), b"user.dir", b"dir value")
     except OSError:
         pass    # no user xattrs on this filesystem
-    # many small files of varied sizes, in a few directories
-    n_files = 200 if many else 30
-    for i in range(n_files):
-        d = j(b"many", b"d%02d" % (i % (12 if many else 3)))
-        os.makedirs(d, exist_ok=True)
-        size = rng.choice([0, 1, 2, 10, 100, 500, 1023, 1024, 1025, 3000, 9000])
-        _write(os.path.join(d, b"f%04d.dat" % i), _content(rng, size))
-    # a read-only directory (mode 0555) holding many files
-    ro = j(b"read only")
-    os.mkdir(ro)
-    for i in range(50 if many else 10):
-        _write(os.path.join(ro, b"r%03d" % i), _content(rng, rng.randrange(0, 1500)))
-    os.chmod(ro, 0o555)
-    # owners other than the runner's (only root can do this)
     if IS_ROOT:
         os.lchown(j(b"mode644"), 4242, 4343)
         os.lchown(j(b"link rel"), 4444, 4545)
         os.lchown(j(b"dir700"), 4646, 4747)
         os.lchown(j(b"many", b"d01"), 1, 2)
+
+
+def hardlink_tree(root):
+    """The small tree with link groups inside a directory, across far-apart directories,
+    of three, into a read-only directory, between awkward names."""
+    root = make_tree(root, "small", seed=23)
+    build(root, {b"many/d00/same dir link": ("hardlink", b"many/d00/f0000.dat"),
+                 b"deep/d01/d02/d03/far link": ("hardlink", b"many/d01/f0001.dat"),
+                 b"many/d02/three 2": ("hardlink", b"mode644"),
+                 b"empty2/three 3 \xff": ("hardlink", b"mode644"),
+                 b"link to ro \n file": ("hardlink", b"read only/r000")})
+    for d in (b"many/d00", b"deep/d01/d02/d03", b"many/d02", b"empty2", b""):
+        os.utime(os.path.join(root, d) if d else root, (10 ** 9 + len(d), 10 ** 9 + len(d)))
+    return root
+
+
+def extras(dest, under=b""):
+    """Put entries at DEST (under dest/under) that SRC (the weird or small tree) does not
+    have; every entry of DEST then gets the time 10 ** 9."""
+    spec = {b"many/d01/": None, b"zz extra dir/sub/subsub/": None,
+            b"deep/d01/extra dir/": None, b"read only/": None}
+    for rel in (b"extra top file", b"many/d01/extra.dat", b"many/d01/extra.keep",
+                b"zz extra dir/sub/subsub/f", b"zz extra dir/f", b"deep/d01/extra dir/x",
+                b"read only/extra", b"#extra", b"-extra", b"extra\nnewline \xff"):
+        spec[rel] = b"extra\n"
+    spec[b"extra link"] = ("symlink", b"nowhere")
+    spec[b"many/extra fifo"] = ("fifo",)
+    build(os.path.join(os.fsencode(dest), under), spec)
+    age(dest, 10 ** 9, everything=True)
 
 
 def tree_stats(root):
@@ -515,6 +670,20 @@ def assert_same_tree(a, b, ignore_root_mtime=False, label_a="expected", label_b=
                              % (len(diffs), len(a), len(b), shown, more))
 
 
+def mask_run_time_dir_mtimes(a, b):
+    """Drop, from two snapshots, the mtime of directories both tools left at the time of
+    the run (newer than RECENT_NS: an extraneous DEST directory whose contents were partly
+    deleted, a directory rsync wrote a backup into after it set its mtime, backup
+    directories rsync made itself); where only one side did, the difference stays."""
+    for rel in set(a) & set(b):
+        ea, eb = a[rel], b[rel]
+        if ea["type"] == eb["type"] == "dir" and \
+                ea.get("mtime_ns", 0) > RECENT_NS and eb.get("mtime_ns", 0) > RECENT_NS:
+            ea.pop("mtime_ns")
+            eb.pop("mtime_ns")
+    return a, b
+
+
 # --------------------------------------------------------------------------- the oracle
 
 class Differential(object):
@@ -602,6 +771,12 @@ def rsync_stats_figures(output):
         if sep and words and words[0].replace(",", "").isdigit():
             figures[label.strip()] = int(words[0].replace(",", ""))
     return figures
+
+
+def item_lines(output):
+    """rsync -i lines ("YXcstpoguax name") of a process output."""
+    return [l for l in text(output).splitlines()
+            if re.match(r"^([<>ch.][fdLDS]|\*deleting)[ .+?a-zA-Z]* ", l)]
 
 
 def oracle_figures(srcs, workdir, opts=None):

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from helpers import (NOBODY, assert_same_tree, chown_tree, describe, differential,
+from helpers import (NOBODY, age, assert_same_tree, build, chown_tree, describe, differential,
                      make_tree, oracle_figures, run_msrsync, run_rsync, snapshot, tree_stats)
 
 BUCKETS = {
@@ -178,13 +178,8 @@ def test_empty_source_directory(tmp_path, kind):
 def test_dest_inside_existing_tree_with_other_files_keeps_them(tmp_path, weird_src):
     """No --delete: files already at DEST and not in SRC stay."""
     def prepare(dest):
-        os.makedirs(os.path.join(dest, b"many", b"d01"))
-        with open(os.path.join(dest, b"many", b"d01", b"extra"), "wb") as f:
-            f.write(b"extra\n")
-        with open(os.path.join(dest, b"extra top"), "wb") as f:
-            f.write(b"extra\n")
-        for rel in (b"many/d01/extra", b"extra top", b"many/d01", b"many", b""):
-            os.utime(os.path.join(dest, rel), (10 ** 9, 10 ** 9))
+        age(build(dest, {"many/d01/extra": b"extra\n", "extra top": b"extra\n"}), 10 ** 9,
+            everything=True)
     differential(tmp_path, [weird_src + b"/"], ["-p", "4", "-f", "9"], prepare_dest=prepare)
 
 

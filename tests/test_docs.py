@@ -1,28 +1,17 @@
 """The docs stay in step with the code: every --long-option of --help is documented, and
 the exit-code table is the same in the code, --help, README.md and man/msrsync.1."""
 
-import importlib.machinery
-import types
 import os
 import re
 
 import pytest
 
-from helpers import MANPAGE, MSRSYNC, README, run_msrsync, text
+from helpers import MANPAGE, README, load_msrsync, run_msrsync, text
 
 # The table of SPEC.md (authoritative interface): code -> meaning; 255 (the remote
 # shell failed, as rsync passes ssh's code on) came with remote ends (issue 4).
 SPEC_EXIT_CODES = {0, 1, 2, 3, 4, 5, 6, 10, 11, 12, 13, 14, 20, 21, 22, 23, 24, 25, 30, 35,
                    40, 41, 42, 43, 255}
-
-
-def load_msrsync():
-    loader = importlib.machinery.SourceFileLoader("msrsync_mod", MSRSYNC)
-
-    module = types.ModuleType(loader.name)
-    module.__file__ = MSRSYNC
-    loader.exec_module(module)
-    return module
 
 
 def code_table():

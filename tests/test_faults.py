@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from helpers import assert_same_tree, run_msrsync, run_rsync
-from test_rsync_semantics import age, build
+from helpers import (MSRSYNC, age, assert_same_tree, build, differential, make_tree, run_msrsync,
+                     run_rsync, snapshot, start_msrsync, stderr_lines)
 
 
 def _tree(root):
@@ -67,7 +67,6 @@ def test_a_symlink_loop_as_src_ends_like_rsync(tmp_path, arg_slash, dest_slash):
     enter it with 23, having made a DEST given as "DEST/" ("loop/"); msrsync does the
     same, with one
     error line and no traceback."""
-    from helpers import stderr_lines
     os.symlink("loop", str(tmp_path / "loop"))
     arg = os.fsencode(tmp_path / "loop") + (b"/" if arg_slash else b"")
     end = b"/" if dest_slash else b""
@@ -183,7 +182,6 @@ def test_random_trees_with_hostile_names_match_rsync(tmp_path, seed):
     """Property-style: seeded random trees of hostile names, deep and wide, copied by
     msrsync with tiny buckets equal what plain rsync copies."""
     import random
-    from helpers import differential
     rng = random.Random(seed)
     src = os.fsencode(tmp_path / "src")
     os.makedirs(src)
@@ -206,7 +204,6 @@ def test_random_trees_with_hostile_names_match_rsync(tmp_path, seed):
 
 def test_deep_nesting_and_long_paths_match_rsync(tmp_path):
     """150 levels, and a path of about 4,000 bytes of 255-byte components."""
-    from helpers import differential
     src = os.fsencode(tmp_path / "src")
     deep = os.path.join(src, *[b"d%03d" % i for i in range(150)])
     os.makedirs(deep)
@@ -227,7 +224,6 @@ def test_deep_nesting_and_long_paths_match_rsync(tmp_path):
 def test_scan_threads_read_ahead_gives_the_same_tree(tmp_path, rsync_opts):
     """--scan-threads N (on by default on network file systems) reads directories
     ahead with threads; the buckets and the result are the same as one thread's."""
-    from helpers import differential, make_tree
     src = make_tree(tmp_path / "src", "weird")
     build(os.fsencode(src), {"deep/": "dir/", "deep/a/": "dir/", "deep/a/b.dat": "b",
                              "deep/a/c": "c", "up": ("symlink", "deep"),
@@ -241,7 +237,6 @@ def test_scan_threads_read_ahead_gives_the_same_tree(tmp_path, rsync_opts):
 
 def test_scan_threads_cut_the_same_buckets(tmp_path):
     import json
-    from helpers import make_tree
     src = make_tree(tmp_path / "src", "weird")
     counts = []
     for threads in ("0", "4"):
@@ -264,7 +259,6 @@ def test_a_million_entries_at_p8_complete_with_flat_memory(tmp_path):
     import subprocess
     import sys
     import tempfile
-    from helpers import MSRSYNC
     base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) \
         else str(tmp_path)
     work = tempfile.mkdtemp(prefix="msrsync-load-", dir=base)
@@ -371,7 +365,6 @@ def test_a_full_dest_stops_the_run_and_damages_nothing(tmp_path, rsync_opts):
     file DEST held whole is still whole.  Once there is room, the same command
     gives plain rsync's tree."""
     import json
-    from helpers import snapshot, stderr_lines
     src = os.fsencode(tmp_path / "src")
     _full_dest_src(src)
     src_snap = snapshot(src)
@@ -431,7 +424,6 @@ def test_an_unwritable_bucket_dir_fails_before_any_transfer(tmp_path, how):
     """-b DIR on a read-only or full file system (root ignores mode 0555, so the
     tmpfs is mounted read-only, or filled): one error line, exit 11 (as for a -b
     that is not a directory), no traceback, DEST not even created, nothing left in DIR."""
-    from helpers import snapshot, stderr_lines
     src = os.fsencode(tmp_path / "src")
     _tree(src)
     src_snap = snapshot(src)
@@ -456,7 +448,6 @@ def test_a_bucket_dir_filling_up_mid_run_is_one_error(tmp_path):
     """The bucket directory fills up while lists and journal entries are written:
     one error line naming it, exit 11, no traceback; run again with room, the same
     copy gives plain rsync's tree."""
-    from helpers import stderr_lines
     src = os.fsencode(tmp_path / "src")
     build(src, dict(("file%03d" % i, "%d\n" % i) for i in range(300)))
     age(src)
@@ -540,7 +531,6 @@ def test_files_vanishing_mid_run_are_rsyncs_warning_24(tmp_path):
     warning, exit 24 (not a failure to retry), everything else copied."""
     import json
     import time
-    from helpers import start_msrsync
     src = tmp_path / "src"
     spec = {"a_big": "B" * (600 << 10)}
     spec.update(("z%02d" % i, "small %d\n" % i) for i in range(20))

@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from helpers import (assert_same_tree, diff_snapshots, make_tree, run_rsync, snapshot,
+from helpers import (assert_same_tree, build, diff_snapshots, make_tree, run_rsync, snapshot,
                      tree_stats, IS_ROOT)
 
 
@@ -102,20 +102,10 @@ def _user_xattrs(path):
 
 
 def _base_tree(root):
-    os.makedirs(os.path.join(root, b"sub"))
-    with open(os.path.join(root, b"file a"), "wb") as f:
-        f.write(b"content of a\n")
-    with open(os.path.join(root, b"file-b"), "wb") as f:
-        f.write(b"content of b\n")
-    for name in (b"twin 1", b"twin 2"):
-        with open(os.path.join(root, name), "wb") as f:
-            f.write(b"twins\n")
-        os.utime(os.path.join(root, name), ns=(10 ** 18, 10 ** 18))
-    os.symlink(b"../file a", os.path.join(root, b"sub", b"link"))
-    os.utime(os.path.join(root, b"sub", b"link"), ns=(10 ** 17, 10 ** 17),
-             follow_symlinks=False)
-    for d in (os.path.join(root, b"sub"), root):
-        os.utime(d, ns=(10 ** 17, 10 ** 17))
+    build(root, {"file a": b"content of a\n", "file-b": b"content of b\n"})
+    build(root, {"twin 1": b"twins\n", "twin 2": b"twins\n"}, mtime=10 ** 9)
+    build(root, {"sub/": None, "sub/link": ("symlink", "../file a")}, mtime=10 ** 8)
+    os.utime(root, ns=(10 ** 17, 10 ** 17))
 
 
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))

@@ -7,9 +7,10 @@ import re
 
 import pytest
 
-from helpers import (assert_same_tree, describe, differential, make_tree, oracle_figures,
-                     rsync_processes_mentioning, rsync_stats_figures, run_msrsync, run_rsync,
-                     snapshot, start_msrsync, text, tree_stats, wait_for)
+from helpers import (age, assert_same_tree, build, describe, differential, make_tree,
+                     oracle_figures, rsync_processes_mentioning, rsync_stats_figures,
+                     run_msrsync, run_rsync, snapshot, start_msrsync, text, tree_stats,
+                     wait_for)
 
 SPEC_JSON_KEYS = {
     "version", "status", "exit_code", "exit_meaning", "command_line", "working_directory",
@@ -141,11 +142,8 @@ def test_default_caps_put_a_small_tree_in_one_bucket(tmp_path, weird_src):
 
 def _wide_tree(root, dirs=300, files=60):
     """dirs x files empty files (18,000 + directories): many buckets at -f 1000."""
-    for d in range(dirs):
-        path = os.path.join(os.fsencode(root), b"g%02d" % (d // 30), b"d%03d" % d)
-        os.makedirs(path)
-        for f in range(files):
-            open(os.path.join(path, b"f%02d" % f), "wb").close()
+    build(root, {b"g%02d/d%03d/f%02d" % (d // 30, d, f): b""
+                 for d in range(dirs) for f in range(files)})
 
 
 @pytest.mark.parametrize("procs", ["1", "2"])
@@ -186,7 +184,6 @@ def test_a_dry_run_cuts_by_the_caps_alone_whatever_the_timing(tmp_path):
 
 
 def test_default_caps_copy_a_wide_tree_like_rsync(tmp_path):
-    from test_rsync_semantics import age
     src = tmp_path / "src"
     _wide_tree(src, dirs=120, files=40)
     age(src)

@@ -30,10 +30,9 @@ import shutil
 
 import pytest
 
-from helpers import (assert_same_tree, describe, differential, run_msrsync, run_rsync,
-                     snapshot, stderr_lines, text)
-from test_rsync_semantics import (RECENT_NS, SETTINGS, T0, age, build, contents, dests,
-                                  on_both_dests, p, write)
+from helpers import (SETTINGS, T0, age, assert_same_tree, build, contents, describe, dests,
+                     differential, mask_run_time_dir_mtimes, on_both_dests, p, run_msrsync,
+                     run_rsync, snapshot, stderr_lines, text)
 
 
 def setting(name):
@@ -65,19 +64,6 @@ def copy_plain(src, work):
 def env_prefix(**env):
     """``env NAME=VALUE...`` run before rsync and msrsync alike (HOME for ~/.cvsignore)."""
     return ["env"] + ["%s=%s" % (k, v) for k, v in sorted(env.items())]
-
-
-def mask_run_time_dir_mtimes(a, b):
-    """Drop the mtime of directories both tools left at the time of the run (an
-    extraneous DEST directory whose contents were partly deleted keeps the time of the
-    deletion); a directory with an old mtime on one side only still differs."""
-    for rel in set(a) & set(b):
-        ea, eb = a[rel], b[rel]
-        if ea["type"] == eb["type"] == "dir" and \
-                ea.get("mtime_ns", 0) > RECENT_NS and eb.get("mtime_ns", 0) > RECENT_NS:
-            ea.pop("mtime_ns")
-            eb.pop("mtime_ns")
-    return a, b
 
 
 # --------------------------------------------------------------------------- -F trees
@@ -165,7 +151,7 @@ def test_F_reads_rsync_filter_files_above_src_like_rsync(tmp_path, msr, trailing
     src = f_tree(tmp_path / "src")
     build(src, sized(["top.par", "a/b/deep.par", "a/b/c/d/e/e.par", "x/kept"]))
     age(src)
-    write(tmp_path, ".rsync-filter", "- *.par\n- /src/x\n")
+    build(tmp_path, {".rsync-filter": "- *.par\n- /src/x\n"})
     srcs = contents(src) if trailing else [src]
     result = differential(tmp_path / "w", srcs, msr, ["-a", "-F"])
     names = names_of(result.msrsync_dest)
@@ -270,12 +256,11 @@ def merge_tree(tmp_path):
     build(src, MERGE_RULES)
     age(src)
     # files above SRC that only a "/"-name dir-merge reads
-    write(tmp_path, ".rules", "- *.par\n")
-    write(tmp_path, ".excl", "o.dat\n")
+    build(tmp_path, {".rules": "- *.par\n", ".excl": "o.dat\n"})
     # global rule files for merge / "."
-    write(tmp_path, "global.rules", "# global\n- *.par\n+ /a/b/keep.dat\n- /a/b/*.dat\n"
-                                    "- a/b/c/y.2\n")
-    write(tmp_path, "global.list", "*.1\nw?\n")
+    build(tmp_path, {"global.rules": "# global\n- *.par\n+ /a/b/keep.dat\n- /a/b/*.dat\n"
+                                     "- a/b/c/y.2\n",
+                     "global.list": "*.1\nw?\n"})
     return src
 
 
@@ -376,7 +361,7 @@ def cvs_tree(tmp_path):
     build(src, sized(CVS_FILES))
     build(src, CVS_RULES)
     age(src)
-    write(tmp_path, ".cvsignore", "junk\n")     # above SRC: ":C" does not scan parents
+    build(tmp_path, {".cvsignore": "junk\n"})     # above SRC: ":C" does not scan parents
     build(tmp_path / "home", {".cvsignore": "*.mine\n"})
     return src
 
@@ -495,10 +480,9 @@ def test_delete_with_per_dir_rules_matches_rsync(tmp_path, opts, msr):
     on_both_dests(work, DEL_EXTRANEOUS, T0 + 50)
     os.unlink(p(src, "gone.txt"))
     shutil.rmtree(p(src, "a/gone"))
-    write(src, "a/f", "changed\n")
-    build(src, {"a/b/new.tmp": "n\n", "a/new": "n\n"})
+    build(src, {"a/f": "changed\n", "a/b/new.tmp": "n\n", "a/new": "n\n"})
     if "--delete-after" in opts:
-        write(src, "a/b/c/.rsync-filter", "- /f\nP extra\n")
+        build(src, {"a/b/c/.rsync-filter": "- /f\nP extra\n"})
     age(src, T0 + 100)
     result = differential(work, contents(src), msr, opts)
     names = names_of(result.msrsync_dest)
@@ -553,13 +537,12 @@ def test_rerun_after_changes_and_an_edited_rule_file_matches_rsync(tmp_path, opt
     differential(work, contents(src), msr, opts)
     on_both_dests(work, {"a/b/xtra": "x\n", "xtra_dir/f": "f\n", "a/b/c/xtra.tmp": "t\n"},
                   T0 + 50)
-    write(src, "a/f1", "modified, longer than before\n" * 3)
-    write(src, "x/z", "same size?\n")
+    build(src, {"a/f1": "modified, longer than before\n" * 3, "x/z": "same size?\n"})
     os.unlink(p(src, "a/b/f"))
     shutil.rmtree(p(src, "b/build"))
     build(src, {"a/b/new.tmp": "excluded\n", "a/b/c/new.tmp": "kept (!)\n",
                 "a/new.txt": "new\n", "n/deep/er/f": "new dir\n", "a/build/o3": "excl\n"})
-    write(src, "a/b/.rsync-filter", "- /keep.tmp\n+ other.tmp\nS *.hid\n")
+    build(src, {"a/b/.rsync-filter": "- /keep.tmp\n+ other.tmp\nS *.hid\n"})
     age(src, T0 + 1000)
     result = differential(work, contents(src), msr, opts)
     names = names_of(result.msrsync_dest)

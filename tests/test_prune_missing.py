@@ -17,8 +17,8 @@ import shlex
 
 import pytest
 
-from helpers import assert_same_tree, differential, run_msrsync, run_rsync
-from test_rsync_semantics import SETTINGS, age, build, contents, dests, p
+from helpers import (SETTINGS, age, assert_same_tree, build, contents, dests, differential, p,
+                     run_msrsync, run_rsync)
 
 
 def pruning_tree(root):

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from helpers import (MSRSYNC, assert_same_tree, describe, differential, pyenv_python, run_cmd,
-                     run_msrsync, run_rsync, stderr_lines)
+from helpers import (MSRSYNC, assert_same_tree, describe, differential, extras, hardlink_tree,
+                     pyenv_python, run_cmd, run_msrsync, run_rsync, stderr_lines)
 
 
 @pytest.fixture(params=["3.6", "3.13"])
@@ -63,11 +63,10 @@ def test_refused_option_under_python(tmp_path, python, small_src):
 
 @pytest.mark.slow
 def test_filters_delete_and_hard_links_under_python(tmp_path, python):
-    from test_rsync_features import _extras, _hardlink_tree
-    src = _hardlink_tree(os.fsencode(tmp_path / "in" / "src"))
+    src = hardlink_tree(os.fsencode(tmp_path / "in" / "src"))
     differential(tmp_path, [src + b"/"], ["-p", "3", "-f", "5"],
                  rsync_opts=["-aH", "--delete", "--exclude=*.dat", "--include=d0*/"],
-                 prepare_dest=_extras, python=python)
+                 prepare_dest=extras, python=python)
 
 
 @pytest.mark.parametrize("minor", [None, "3.6", "3.13"], ids=["this", "3.6", "3.13"])

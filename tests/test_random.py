@@ -17,8 +17,8 @@ import re
 
 import pytest
 
-from helpers import (describe, diff_snapshots, make_tree, run_cmd, run_msrsync, run_rsync,
-                     snapshot, text)
+from helpers import (build, describe, diff_snapshots, make_tree, run_cmd, run_msrsync,
+                     run_rsync, snapshot, text)
 
 SEEDS = range(120)
 BUILT_BEFORE_NS = 1700000000 * 10 ** 9   # every time a tree here carries is older
@@ -77,45 +77,42 @@ def _random_tree(root, rng, outside):
     kind = rng.choice(["small", "tiny", "flat", "mixed", "mixed"])
     if kind != "mixed":
         return make_tree(root, kind, seed=rng.randrange(1000), n=rng.randrange(1, 60))
-    os.makedirs(root, exist_ok=True)
-    dirs, files = [root], []
+    spec, dirs, files, links = {}, [b""], [], []     # paths relative to root
     for i in range(rng.randrange(1, 30)):
         d = os.path.join(rng.choice(dirs),
                          b"d%d%s" % (i, rng.choice([b"", b" x", b".o", b"\xff"])))
-        os.makedirs(d, exist_ok=True)
+        spec[d + b"/"] = None
         dirs.append(d)
     for i in range(rng.randrange(0, 120)):
         path = os.path.join(rng.choice(dirs), b"f%d%s" % (
             i, rng.choice([b"", b".dat", b".o", b".log", b" sp"])))
-        with open(path, "wb") as handle:
-            handle.write((b"%d-" % rng.randrange(10 ** 9)) * (rng.choice(
-                [0, 1, 100, 2000, 70000]) // 10))
+        spec[path] = (b"%d-" % rng.randrange(10 ** 9)) * (rng.choice(
+            [0, 1, 100, 2000, 70000]) // 10)
         files.append(path)
     for i in range(rng.randrange(0, 6)):
         if files:
-            try:
-                os.link(rng.choice(files), os.path.join(rng.choice(dirs), b"h%d" % i))
-            except FileExistsError:
-                pass
-    links = []
+            target = rng.choice(files)
+            link = os.path.join(rng.choice(dirs), b"h%d" % i)
+            if link not in spec:
+                spec[link] = ("hardlink", target)
     for i in range(rng.randrange(0, 5)):
         link = os.path.join(rng.choice(dirs), b"l%d" % i)
-        if not os.path.lexists(link):
-            os.symlink(rng.choice([b"f1", b"../d1", outside, b"nowhere", b"d2"]), link)
+        if link not in spec:
+            spec[link] = ("symlink", rng.choice([b"f1", b"../d1", outside, b"nowhere", b"d2"]))
             links.append(link)
     if rng.random() < 0.3:
         for d in rng.sample(dirs, min(3, len(dirs))):
             path = os.path.join(d, b".rsync-filter")
-            with open(path, "wb") as handle:
-                handle.write(rng.choice([b"- *.o\n", b"- *.log\n+ *\n", b"- d1*/\n",
-                                         b"P *.dat\n"]))
+            spec[path] = rng.choice([b"- *.o\n", b"- *.log\n+ *\n", b"- d1*/\n",
+                                     b"P *.dat\n"])
             files.append(path)
+    build(root, spec)
     for path in files + links:
         when = 1500000000 + rng.randrange(10 ** 6)
-        os.utime(path, (when, when), follow_symlinks=False)
+        os.utime(os.path.join(root, path), (when, when), follow_symlinks=False)
     for d in reversed(dirs):
         when = 1500000000 + rng.randrange(10 ** 6)
-        os.utime(d, (when, when))
+        os.utime(os.path.join(root, d), (when, when))
     return root
 
 

@@ -17,10 +17,8 @@ import time
 
 import pytest
 
-from helpers import (differential, make_tree, processes, rsync_processes_mentioning,
-                     run_msrsync, start_msrsync, wait_for)
-from test_docs import load_msrsync
-from test_rsync_semantics import age, build
+from helpers import (age, build, differential, load_msrsync, make_tree, processes,
+                     rsync_processes_mentioning, run_msrsync, start_msrsync, wait_for)
 
 
 MSR = load_msrsync()

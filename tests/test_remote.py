@@ -20,9 +20,9 @@ import time
 
 import pytest
 
-from helpers import (assert_same_tree, describe, make_tree, rsync_opts_string,
-                     run_cmd, run_msrsync, run_rsync, snapshot, start_msrsync, stderr_lines,
-                     text, wait_for)
+from helpers import (age, assert_same_tree, build, describe, kill_leftovers, make_tree,
+                     rsync_opts_string, run_cmd, run_msrsync, run_rsync, snapshot,
+                     start_msrsync, stderr_lines, text, wait_for)
 from remote import (closed_port, descendants, processes_mentioning, rsh_command,
                     serve_rsync_daemon, serve_sshd, ssh_missing, start_rsync_daemon,
                     start_sshd)
@@ -640,14 +640,6 @@ def _ours(tmp_path):
     return processes_mentioning(os.fsencode(tmp_path))
 
 
-def _kill_leftovers(tmp_path):
-    for pid, _ in _ours(tmp_path):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("direction", ["push", "pull"])
 def test_sigint_during_remote_copy_leaves_nothing_running(tmp_path, sshd_server, direction):
@@ -681,7 +673,7 @@ def test_sigint_during_remote_copy_leaves_nothing_running(tmp_path, sshd_server,
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-        _kill_leftovers(tmp_path)
+        kill_leftovers(tmp_path, _ours)
 
 
 
@@ -691,25 +683,14 @@ def test_sigint_during_remote_copy_leaves_nothing_running(tmp_path, sshd_server,
 
 def _small_tree(root):
     """a/f, a/in/g, b/, top: a few entries, at least two buckets at -f 2."""
-    root = os.fsencode(root)
-    for d in (b"a/in", b"b"):
-        os.makedirs(os.path.join(root, d), exist_ok=True)
-    for name, data in ((b"a/f", b"1\n"), (b"a/in/g", b"22\n"), (b"top", b"333\n")):
-        with open(os.path.join(root, name), "wb") as handle:
-            handle.write(data)
     # old times: rsync 3.5 leaves a new directory's time alone when SRC's is of the same
     # second as the copy, which a tree made just now would be
-    for name in (b"a/f", b"a/in/g", b"top", b"a/in", b"a", b"b", b""):
-        os.utime(os.path.join(root, name), (1500000000, 1500000000))
-    return root
+    return age(build(root, {"a/in/": None, "b/": None, "a/f": "1\n", "a/in/g": "22\n",
+                            "top": "333\n"}), 1500000000)
 
 
 def _stale_dest(dest):
-    os.makedirs(dest)
-    with open(os.path.join(dest, b"stale"), "wb") as handle:
-        handle.write(b"x\n")
-    os.utime(os.path.join(dest, b"stale"), (1400000000, 1400000000))
-    os.utime(dest, (1400000000, 1400000000))
+    age(build(dest, {"stale": "x\n"}), 1400000000)
 
 
 @pytest.mark.parametrize("path", ["~/tree", "~/tree/", "~/tree/a"])

@@ -10,19 +10,9 @@ import os
 
 import pytest
 
-from helpers import (assert_same_tree, describe, differential, make_tree, rsync_stats_figures,
-                     run_msrsync, run_rsync, snapshot, text)
-
-
-def _utime_tree(root, t=10 ** 9):
-    """Fixed mtimes for what a test puts at DEST itself (deepest first)."""
-    root = os.fsencode(root)
-    paths = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        paths += [os.path.join(dirpath, n) for n in filenames + dirnames]
-    for p in sorted(paths, key=lambda p: p.count(b"/"), reverse=True):
-        os.utime(p, (t, t), follow_symlinks=False)
-    os.utime(root, (t, t))
+from helpers import (age, assert_same_tree, build, describe, differential, extras,
+                     hardlink_tree, make_tree, rsync_stats_figures, run_msrsync, run_rsync,
+                     snapshot, text)
 
 
 # ------------------------------------------------------------------ filter rules
@@ -53,29 +43,12 @@ def test_filter_rules_with_several_srcs(tmp_path, weird_src):
 
 # ------------------------------------------------------------------ --delete
 
-def _extras(dest, under=b""):
-    """Put entries at DEST that SRC (the weird or small tree) does not have."""
-    base = os.path.join(os.fsencode(dest), under)
-    os.makedirs(os.path.join(base, b"many", b"d01"), exist_ok=True)
-    os.makedirs(os.path.join(base, b"zz extra dir", b"sub", b"subsub"))
-    os.makedirs(os.path.join(base, b"deep", b"d01", b"extra dir"))
-    os.makedirs(os.path.join(base, b"read only"), exist_ok=True)
-    for rel in (b"extra top file", b"many/d01/extra.dat", b"many/d01/extra.keep",
-                b"zz extra dir/sub/subsub/f", b"zz extra dir/f", b"deep/d01/extra dir/x",
-                b"read only/extra", b"#extra", b"-extra", b"extra\nnewline \xff"):
-        with open(os.path.join(base, rel), "wb") as f:
-            f.write(b"extra\n")
-    os.symlink(b"nowhere", os.path.join(base, b"extra link"))
-    os.mkfifo(os.path.join(base, b"many", b"extra fifo"))
-    _utime_tree(dest)
-
-
 @pytest.mark.parametrize("opts", [["--delete"], ["--delete-after", "-v"],
                                   ["--delete", "--exclude=#*", "--exclude=extra*"]],
                          ids=["delete", "delete-after-v", "delete-exclude"])
 def test_delete_in_the_weird_tree(tmp_path, weird_src, opts):
     d = differential(tmp_path, [weird_src + b"/"], ["-p", "3", "-f", "7"],
-                     rsync_opts=["-aS", "--numeric-ids"] + opts, prepare_dest=_extras)
+                     rsync_opts=["-aS", "--numeric-ids"] + opts, prepare_dest=extras)
     if "-v" in opts:
         want = sorted(l for l in text(d.oracle.stdout).splitlines() if l.startswith("deleting"))
         got = sorted(l for l in text(d.msrsync.stdout).splitlines() if l.startswith("deleting"))
@@ -85,29 +58,22 @@ def test_delete_in_the_weird_tree(tmp_path, weird_src, opts):
 def test_delete_without_trailing_slash_keeps_dest_root_extras(tmp_path, weird_src):
     def prepare(dest):
         os.makedirs(dest)
-        _extras(dest, b"src")
-        _extras(dest)
+        extras(dest, b"src")
+        extras(dest)
     differential(tmp_path, [weird_src], ["-p", "3", "-f", "7"],
                  rsync_opts=["-a", "--delete"], prepare_dest=prepare)
 
 
 def test_delete_with_several_contents_srcs_shares_dest_root(tmp_path):
     a = make_tree(tmp_path / "in" / "a", "small", seed=21)
-    b = os.fsencode(tmp_path / "in" / "b")
-    os.makedirs(os.path.join(b, b"only in b"))
-    with open(os.path.join(b, b"only in b", b"f"), "wb") as f:
-        f.write(b"b\n")
-    with open(os.path.join(b, b"b top"), "wb") as f:
-        f.write(b"b\n")
-    _utime_tree(b)
+    b = age(build(tmp_path / "in" / "b", {"only in b/f": b"b\n", "b top": b"b\n"}), 10 ** 9,
+            everything=True)
 
     def prepare(dest):
         os.makedirs(dest)
-        _extras(dest)
-        os.makedirs(os.path.join(dest, b"only in b"))
-        with open(os.path.join(dest, b"only in b", b"extra"), "wb") as f:
-            f.write(b"x")
-        _utime_tree(dest)
+        extras(dest)
+        build(dest, {"only in b/extra": b"x"})
+        age(dest, 10 ** 9, everything=True)
     differential(tmp_path, [a + b"/", b + b"/"], ["-p", "3", "-f", "7"],
                  rsync_opts=["-a", "--delete"], prepare_dest=prepare)
 
@@ -115,13 +81,13 @@ def test_delete_with_several_contents_srcs_shares_dest_root(tmp_path):
 def test_delete_with_missing_src_deletes_nothing_like_rsync(tmp_path, weird_src):
     differential(tmp_path, [weird_src + b"/", os.fsencode(tmp_path / "missing")],
                  ["-p", "3", "-f", "7"], rsync_opts=["-a", "--delete"],
-                 prepare_dest=_extras, expect_rc=23)
+                 prepare_dest=extras, expect_rc=23)
 
 
 def test_delete_counts_deleted_files_like_rsync(tmp_path, weird_src):
     json_path = tmp_path / "del.json"
     d = differential(tmp_path, [weird_src + b"/"], ["-p", "3", "-f", "7", "--json", json_path],
-                     rsync_opts=["-a", "--delete", "--stats"], prepare_dest=_extras)
+                     rsync_opts=["-a", "--delete", "--stats"], prepare_dest=extras)
     figures = rsync_stats_figures(d.oracle.stdout)
     summary = json.loads(json_path.read_text())
     assert summary["rsync_stats"]["files_deleted"] == figures["Number of deleted files"] > 0
@@ -142,35 +108,16 @@ def test_delete_with_overlapping_srcs_is_refused_or_matches_rsync(tmp_path):
 
 # ------------------------------------------------------------------ -H
 
-def _hardlink_tree(root):
-    """Link groups inside a directory, across far-apart directories, of three, into a
-    read-only directory, between awkward names."""
-    root = make_tree(root, "small", seed=23)
-    j = lambda *p: os.path.join(root, *p)
-    os.link(j(b"many", b"d00", b"f0000.dat"), j(b"many", b"d00", b"same dir link"))
-    os.link(j(b"many", b"d01", b"f0001.dat"),
-            j(b"deep", b"d01", b"d02", b"d03", b"far link"))
-    os.link(j(b"mode644"), j(b"many", b"d02", b"three 2"))
-    os.link(j(b"mode644"), j(b"empty2", b"three 3 \xff"))
-    ro = j(b"read only")
-    os.chmod(ro, 0o755)
-    os.link(j(b"read only", b"r000"), j(b"-rf"[:0] + b"link to ro \n file"))
-    os.chmod(ro, 0o555)
-    for d in (b"many/d00", b"deep/d01/d02/d03", b"many/d02", b"empty2", b""):
-        os.utime(j(d) if d else root, (10 ** 9 + len(d), 10 ** 9 + len(d)))
-    return root
-
-
 @pytest.mark.parametrize("caps", [["-p", "4", "-f", "1"], ["-p", "2"]], ids=["f1", "default"])
 def test_hard_links_kept_across_buckets(tmp_path, caps):
-    src = _hardlink_tree(os.fsencode(tmp_path / "in" / "src"))
+    src = hardlink_tree(os.fsencode(tmp_path / "in" / "src"))
     d = differential(tmp_path, [src + b"/"], caps, rsync_opts=["-aH"])
     groups = set(e.get("hardlinks") for e in snapshot(d.msrsync_dest).values())
     assert len([g for g in groups if g]) == 5
 
 
 def test_hard_links_without_trailing_slash_and_rerun(tmp_path):
-    src = _hardlink_tree(os.fsencode(tmp_path / "in" / "src"))
+    src = hardlink_tree(os.fsencode(tmp_path / "in" / "src"))
     d = differential(tmp_path, [src], ["-p", "3", "-f", "3"], rsync_opts=["-aH"])
     before = snapshot(d.msrsync_dest)
     cp = run_msrsync("-p", "3", "-f", "3", "--rsync", "-aH", src, d.msrsync_dest)
@@ -179,9 +126,9 @@ def test_hard_links_without_trailing_slash_and_rerun(tmp_path):
 
 
 def test_hard_links_with_delete_and_filters(tmp_path):
-    src = _hardlink_tree(os.fsencode(tmp_path / "in" / "src"))
+    src = hardlink_tree(os.fsencode(tmp_path / "in" / "src"))
     differential(tmp_path, [src + b"/"], ["-p", "3", "-f", "3"],
-                 rsync_opts=["-aH", "--delete", "--exclude=far link"], prepare_dest=_extras)
+                 rsync_opts=["-aH", "--delete", "--exclude=far link"], prepare_dest=extras)
 
 
 # ------------------------------------------------------------------ symlink options
@@ -200,9 +147,8 @@ def test_symlink_options_on_awkward_links(tmp_path, small_src, opts, rc):
 
 def test_keep_dirlinks_follows_a_dest_symlink_to_a_dir(tmp_path, small_src):
     def prepare(dest):
-        os.makedirs(os.path.join(dest, b"elsewhere"))
-        os.symlink(b"elsewhere", os.path.join(dest, b"many"))
-        _utime_tree(dest)
+        build(dest, {"elsewhere/": None, "many": ("symlink", "elsewhere")})
+        age(dest, 10 ** 9, everything=True)
     d = differential(tmp_path, [small_src + b"/"], ["-p", "3", "-f", "7"],
                      rsync_opts=["-aK"], prepare_dest=prepare, compare=False)
     # rsync -K leaves the linked directory's mtime at the time of the writes into it
@@ -261,12 +207,9 @@ def test_users_list_sends_the_parents_of_what_it_sends_only(tmp_path, rules, cap
     name: not for a name the rules exclude, nor for a missing one (exit 23); a rule
     excluding a parent does not apply to them.  msrsync made the parents of every
     listed name."""
-    src = os.fsencode(tmp_path / "in" / "src")
-    for rel in (b"d1/d2/f0.log", b"d1/d3/g.log", b"e1/f0.dat", b"e2/e3/h.dat"):
-        os.makedirs(os.path.dirname(os.path.join(src, rel)), exist_ok=True)
-        with open(os.path.join(src, rel), "wb") as handle:
-            handle.write(rel)
-    _utime_tree(src)
+    src = build(tmp_path / "in" / "src", dict(
+        (rel, rel) for rel in (b"d1/d2/f0.log", b"d1/d3/g.log", b"e1/f0.dat", b"e2/e3/h.dat")))
+    age(src, 10 ** 9, everything=True)
     listing = tmp_path / "list"
     listing.write_bytes(b"d1/d2/f0.log\nd1/d3/g.log\ne1/f0.dat\ne2/e3/h.dat\nm1/m2/gone\n")
     # (the list does not name ".": DEST's root is made, not copied)
@@ -329,13 +272,10 @@ def test_fuzzy_with_workers_sharing_a_directory(tmp_path):
             handle.write(os.urandom(20000))
 
     def half(dest):
-        os.makedirs(os.path.join(dest, b"d"))
-        for i in range(0, 300, 2):
-            with open(os.path.join(dest, b"d", b"f%03d" % i), "wb") as handle:
-                handle.write(b"old %d\n" % i)
-        _utime_tree(dest)
+        build(dest, dict((b"d/f%03d" % i, b"old %d\n" % i) for i in range(0, 300, 2)))
+        age(dest, 10 ** 9, everything=True)
 
-    _utime_tree(src)
+    age(src, 10 ** 9, everything=True)
     for rep in range(2):
         differential(tmp_path / ("w%d" % rep), [src + b"/"], ["-p", "4", "-f", "2"],
                      rsync_opts=["-a", "-y"], prepare_dest=half)
@@ -344,26 +284,14 @@ def test_fuzzy_with_workers_sharing_a_directory(tmp_path):
 # ------------------------------------------------------------------ found by a fuzz of
 # option dimensions (type changes under -b, overlapping SRCs, -R --no-implied-dirs)
 
-def _put(root, rel, data=b"x\n", t=1500000000):
-    path = os.path.join(os.fsencode(root), os.fsencode(rel))
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as handle:
-        handle.write(data)
-    os.utime(path, (t, t))
-    return path
-
-
 def _file_where_dest_has_a_directory(tmp_path, rel, opts):
     """SRC has the file rel (and g), DEST the directory rel holding "inner": both tools
     must exit 23. Returns rsync's and msrsync's DEST snapshots and msrsync's DEST."""
     src = tmp_path / "src"
-    _put(src, rel, b"new\n")
-    _put(src, "g", b"other\n")
-    _utime_tree(src)
+    age(build(src, {rel: b"new\n", "g": b"other\n"}), 10 ** 9, everything=True)
 
     def prepare(dest):
-        _put(dest, rel + "/inner", b"old\n")
-        _utime_tree(dest, 1400000000)
+        age(build(dest, {rel + "/inner": b"old\n"}), 1400000000, everything=True)
     d = differential(tmp_path / "w", [os.fsencode(src) + b"/"], ["-p", "2", "-f", "1"],
                      rsync_opts=opts, prepare_dest=prepare, expect_rc=23, compare=False)
     return snapshot(d.oracle_dest), snapshot(d.msrsync_dest), d.msrsync_dest
@@ -399,17 +327,13 @@ def test_a_lone_src_replaces_a_nonempty_directory_with_delete_like_rsync(tmp_pat
     entry had neither the deletion options nor the copies' --force: "cannot delete
     non-empty directory", exit 23."""
     top = tmp_path / "top"
-    _put(top, "target/f", b"t\n")
-    if kind == "file":
-        _put(top, "lone", b"lone\n")
-    else:
-        os.symlink("target", str(top / "lone"))
-    _utime_tree(top)
+    build(top, {"target/f": b"t\n",
+                "lone": b"lone\n" if kind == "file" else ("symlink", "target")})
+    age(top, 10 ** 9, everything=True)
 
     def prepare(dest):
-        _put(dest, "lone/inner/x", b"old\n")
-        _put(dest, "lone/inner/y.o", b"excluded\n")
-        _utime_tree(dest, 1400000000)
+        build(dest, {"lone/inner/x": b"old\n", "lone/inner/y.o": b"excluded\n"})
+        age(dest, 1400000000, everything=True)
     differential(tmp_path / "w", [os.fsencode(top / "lone")], ["-p", "2"],
                  rsync_opts=opts, prepare_dest=prepare)
 
@@ -421,13 +345,13 @@ def test_force_with_overlapping_srcs_is_refused(tmp_path):
     (-p 1 without caps) runs it."""
     opts = ["-a", "--force"]
     s1, s2 = tmp_path / "s1", tmp_path / "s2"
-    _put(s1, "x/f", b"1\n")
-    _put(s2, "x", b"2\n")
+    build(s1, {"x/f": b"1\n"})
+    build(s2, {"x": b"2\n"})
     srcs = [os.fsencode(s1) + b"/", os.fsencode(s2) + b"/"]
     for dest in (tmp_path / "d", tmp_path / "o"):
-        _put(dest, "x/extra", b"mine\n")
+        build(dest, {"x/extra": b"mine\n"})
     for tree in (s1, s2, tmp_path / "d", tmp_path / "o"):
-        _utime_tree(tree)
+        age(tree, 10 ** 9, everything=True)
     before = snapshot(tmp_path / "d")
     cp = run_msrsync("-p", "2", "-f", "1", "--rsync", " ".join(opts), *(srcs + [tmp_path / "d"]))
     assert cp.returncode == 4, describe(cp)
@@ -445,7 +369,7 @@ def test_conflicting_delete_when_options_are_a_usage_error_like_rsync(tmp_path):
     """rsync refuses two different --delete-WHEN options (exit 1) before anything;
     msrsync's probe (rsync OPTS --version) skips that check: it copied and exited 0."""
     src = tmp_path / "src"
-    _put(src, "d/f")
+    build(src, {"d/f": b"x\n"}, mtime=1500000000)
     for opts in (["-a", "--delete-before", "--delete-delay"], ["-a", "--del", "--delete-after"]):
         o = run_rsync(os.fsencode(src) + b"/", tmp_path / "o", opts=opts)
         cp = run_msrsync("-p", "2", "--rsync", " ".join(opts), os.fsencode(src) + b"/",
@@ -465,8 +389,7 @@ def test_relative_lone_file_names_a_missing_dest_like_rsync(tmp_path, dest):
     """-R SRC/./file: rsync's list holds the file alone (no implied parent below the
     cut), so a missing DEST is named after it, as without -R; msrsync made DEST/file."""
     src = tmp_path / "src"
-    _put(src, "f", b"hi\n")
-    _utime_tree(src)
+    age(build(src, {"f": b"hi\n"}), 10 ** 9, everything=True)
     name = "dest" if dest == "new" else "missing/dest"
     d = differential(tmp_path / "w", [os.fsencode(src) + b"/./f"], ["-p", "2"],
                      rsync_opts=["-a", "-R"], dest_name=name,
@@ -483,8 +406,7 @@ def test_a_new_dest_gets_the_srcs_mode_without_p_like_rsync(tmp_path, mode):
     srcs = []
     for name, m in (("a", 0o755), ("b", mode)):
         root = tmp_path / name
-        _put(root, "d/f")
-        _utime_tree(root)
+        age(build(root, {"d/f": b"x\n"}), 10 ** 9, everything=True)
         os.chmod(root, m)
         srcs.append(os.fsencode(root))
     differential(tmp_path / "one", [srcs[1] + b"/"], ["-p", "2", "-f", "1"],
@@ -520,11 +442,11 @@ def test_remove_source_files_keeps_srcs_directory_times_like_rsync(tmp_path, cap
     them the time of the run; the directory pass then copied those times to DEST,
     where rsync gives the times its file list read first."""
     def make_side(src, dest):
+        spec = {}
         for i in range(6):
-            _put(src, "d/f%d" % i, b"%d\n" % i * 300)
-            _put(src, "d/e/g%d" % i, b"%d\n" % i * 300)
-        _put(src, "top", b"t\n")
-        _utime_tree(src)
+            spec["d/f%d" % i] = spec["d/e/g%d" % i] = b"%d\n" % i * 300
+        spec["top"] = b"t\n"
+        age(build(src, spec), 10 ** 9, everything=True)
     masters = _remove_source_files_like_rsync(tmp_path, make_side, caps)
     # what is left of SRC: its directories, emptied by both at run time
     a, b = snapshot(masters["oracle"]), snapshot(masters["msrsync"])
@@ -539,11 +461,9 @@ def test_remove_source_files_keeps_times_of_directories_sent_twice(tmp_path, cap
     first emptied it, that one copied the time of the run. Only the directories
     split across buckets had their listed times put back."""
     def make_side(src, dest):
-        _put(src, "top", b"t\n")
-        for d in range(6):
-            for f in range(3):
-                _put(src, "d%d/f%d" % (d, f), b"%d %d\n" % (d, f))
-        _utime_tree(src)
+        spec = {"top": b"t\n"}
+        spec.update(("d%d/f%d" % (d, f), b"%d %d\n" % (d, f)) for d in range(6) for f in range(3))
+        age(build(src, spec), 10 ** 9, everything=True)
     _remove_source_files_like_rsync(tmp_path, make_side, caps)
 
 
@@ -557,15 +477,13 @@ def test_remove_source_files_walks_every_directory_it_times(tmp_path, monkeypatc
     monkeypatch.setenv("MSRSYNC_IDLE_CUT", idle_cut)
 
     def make_side(src, dest):
-        _put(src, "top", b"t\n")
-        for d in range(12):
-            _put(src, "d/own", b"own\n")
-            _put(src, "d/s%02d/f" % d, b"%d\n" % d)
-        _utime_tree(src)
+        spec = {"top": b"t\n", "d/own": b"own\n"}
+        spec.update(("d/s%02d/f" % d, b"%d\n" % d) for d in range(12))
+        age(build(src, spec), 10 ** 9, everything=True)
         assert run_rsync(src + b"/", dest, opts=["-a"]).returncode == 0
-        for d in (0, 11):      # changed at both ends of d's list
-            _put(src, "d/s%02d/f" % d, b"new %d\n" % d)
-        _utime_tree(src, 2 * 10 ** 9)
+        # changed at both ends of d's list
+        build(src, dict(("d/s%02d/f" % d, b"new %d\n" % d) for d in (0, 11)))
+        age(src, 2 * 10 ** 9, everything=True)
     _remove_source_files_like_rsync(tmp_path, make_side, ["-p", "2"])
 
 
@@ -603,27 +521,23 @@ def test_relative_no_implied_dirs_in_buckets_like_rsync(tmp_path, case):
     and only what lies above it is implied."""
     src = tmp_path / "src"
     top = "x/y/d" if case == "implied-link-followed" else "d"
-    for i in range(5):
-        _put(src, "%s/s/f%d" % (top, i), b"%d\n" % i)
-    _put(src, top + "/t/g", b"g\n")
-    _utime_tree(src)
+    spec = dict(("%s/s/f%d" % (top, i), b"%d\n" % i) for i in range(5))
+    spec[top + "/t/g"] = b"g\n"
+    age(build(src, spec), 10 ** 9, everything=True)
     if case == "modes-without-p":
         os.chmod(os.path.join(os.fsencode(src), os.fsencode(top), b"s"), 0o711)
         os.chmod(os.path.join(os.fsencode(src), os.fsencode(top), b"t"), 0o700)
 
     def prepare(dest):
         if case == "dest-link-in-src-tree":
-            _put(dest, "other/s/f0", b"keep\n")
-            os.symlink(b"other", os.path.join(dest, b"d"))
+            build(dest, {"other/s/f0": b"keep\n", "d": ("symlink", "other")})
         elif case == "dest-file-in-src-tree":
-            _put(dest, "d", b"old\n")
+            build(dest, {"d": b"old\n"})
         elif case == "implied-link-followed":
-            os.makedirs(os.path.join(dest, b"real", b"y"))
-            os.symlink(b"real", os.path.join(dest, b"x"))
-            os.symlink(b"../elsewhere", os.path.join(dest, b"real", b"y", b"d"))
-            os.makedirs(os.path.join(dest, b"real", b"elsewhere"))
+            build(dest, {"real/y/": None, "x": ("symlink", "real"),
+                         "real/y/d": ("symlink", "../elsewhere"), "real/elsewhere/": None})
         if os.path.isdir(dest):
-            _utime_tree(dest, 1400000000)
+            age(dest, 1400000000, everything=True)
     opts = ["-rlt" if case == "modes-without-p" else "-a", "-R", "--no-implied-dirs"]
     d = differential(tmp_path / "w", [os.fsencode(src) + b"/./" + os.fsencode(top)],
                      ["-p", "2", "-f", "2"], rsync_opts=opts, prepare_dest=prepare,
@@ -639,18 +553,16 @@ def test_relative_no_implied_dirs_with_existing_makes_no_implied_dirs_like_rsync
     the part of the path above SRC's last name (DEST/a/b) and rsync nothing (found by
     a random differential run). Where DEST holds the whole path, the run goes on."""
     src = tmp_path / "src"
-    for i in range(6):
-        _put(src, "a/b/d/s/f%d" % i, b"%d\n" % i)
-    _utime_tree(src)
+    age(build(src, dict(("a/b/d/s/f%d" % i, b"%d\n" % i) for i in range(6))), 10 ** 9,
+        everything=True)
 
     def prepare(dest):
         if dest_has == "part-of-the-implied-path":
             os.makedirs(os.path.join(dest, b"a"))
         elif dest_has == "the-implied-path":
-            _put(dest, "a/b/d/s/f1", b"old\n")
-            _put(dest, "a/b/d/s/gone", b"old\n")
+            build(dest, {"a/b/d/s/f1": b"old\n", "a/b/d/s/gone": b"old\n"})
         if os.path.isdir(dest):
-            _utime_tree(dest, 1400000000)
+            age(dest, 1400000000, everything=True)
     d = differential(tmp_path / "w", [os.fsencode(src) + b"/./a/b/d"], ["-p", "2", "-f", "2"],
                      rsync_opts=["-a", "-R", "--no-implied-dirs", "--existing", "--delete"],
                      prepare_dest=prepare, compare=False)
@@ -673,16 +585,15 @@ def test_relative_no_implied_dirs_makes_no_implied_dirs_for_a_pruned_src_like_rs
     random differential run); it now removes what it made and stayed empty, and gives
     DEST its time back."""
     src = tmp_path / "src"
-    for i in range(4):
-        _put(src, "a/b/d/s/f%d.txt" % i, b"%d\n" % i)
+    spec = dict(("a/b/d/s/f%d.txt" % i, b"%d\n" % i) for i in range(4))
     if case == "something-sent":
-        _put(src, "a/b/d/s/keep.log", b"log\n")
-    _utime_tree(src)
+        spec["a/b/d/s/keep.log"] = b"log\n"
+    age(build(src, spec), 10 ** 9, everything=True)
 
     def prepare(dest):
         if case == "pruned-whole-old-dest":
             os.makedirs(dest)
-            _utime_tree(dest, 1400000000)
+            age(dest, 1400000000, everything=True)
     d = differential(tmp_path / "w", [os.fsencode(src) + b"/./a/b/d"], ["-p", "2", "-f", "1"],
                      rsync_opts=["-a", "-R", "--no-implied-dirs", "-m", "--include=*/",
                                  "--include=*.log", "--exclude=*"],
@@ -694,8 +605,7 @@ def test_relative_no_implied_dirs_makes_no_implied_dirs_for_a_pruned_src_like_rs
 
 def test_relative_no_implied_dirs_with_different_implied_paths_is_refused(tmp_path):
     src = tmp_path / "src"
-    _put(src, "a/d/f")
-    _put(src, "b/c/e/f")
+    build(src, {"a/d/f": b"x\n", "b/c/e/f": b"x\n"}, mtime=1500000000)
     cp = run_msrsync("-p", "2", "-f", "1", "--rsync", "-a -R --no-implied-dirs",
                      os.fsencode(src) + b"/./a/d", os.fsencode(src) + b"/./b/c/e",
                      tmp_path / "d")

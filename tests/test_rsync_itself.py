@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from helpers import (BASE_TIME_NS, MSRSYNC, differential, make_tree, run_msrsync,
-                     snapshot, start_msrsync, stderr_lines, text, wait_for)
-from test_signals import _assert_no_rsync_left, _end, _running_rsyncs
+from helpers import (BASE_TIME_NS, MSRSYNC, assert_no_rsync_left, differential, end, make_tree,
+                     run_msrsync, running_rsyncs, snapshot, start_msrsync, stderr_lines, text,
+                     wait_for)
 
 
 def _fs_type(path):
@@ -196,12 +196,12 @@ def test_a_signal_to_msrsync_stops_every_rsync(shm_dir, signum, code):
     whose other processes end with it."""
     proc = _slow_run(shm_dir)
     try:
-        assert wait_for(lambda: len(_running_rsyncs(shm_dir)) >= 2, 10), "rsync never started"
-        assert proc.pid in [pid for pid, _ in _running_rsyncs(shm_dir)]
+        assert wait_for(lambda: len(running_rsyncs(shm_dir)) >= 2, 10), "rsync never started"
+        assert proc.pid in [pid for pid, _ in running_rsyncs(shm_dir)]
         time.sleep(0.3)
         os.kill(proc.pid, signum)
         proc.communicate(timeout=15)
         assert proc.returncode == code
-        _assert_no_rsync_left(shm_dir)
+        assert_no_rsync_left(shm_dir)
     finally:
-        _end(proc, shm_dir)
+        end(proc, shm_dir)

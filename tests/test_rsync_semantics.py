@@ -20,102 +20,14 @@ import sys
 
 import pytest
 
-from helpers import (IS_ROOT, MSRSYNC, NOBODY, assert_same_tree, chown_tree, describe,
-                     differential, run_cmd, run_msrsync, run_rsync, snapshot, text)
-
-T0 = 1400000000                     # seconds: the past every test tree lives in
-RECENT_NS = (T0 + 10 ** 6) * 10 ** 9  # newer than this: touched by the test, to be aged
-
-# msrsync settings: worker count and tiny buckets, so one tree makes many buckets
-SETTINGS = {
-    "p1-f1": ["-p", "1", "-f", "1"],
-    "p2-f1": ["-p", "2", "-f", "1"],
-    "p2-f7": ["-p", "2", "-f", "7"],
-    "p8-f1": ["-p", "8", "-f", "1"],
-    "p8-s1K": ["-p", "8", "-s", "1K"],
-}
+from helpers import (IS_ROOT, MSRSYNC, NOBODY, SETTINGS, T0, age, assert_same_tree, build,
+                     chown_tree, contents, describe, dests, differential, item_lines,
+                     mask_run_time_dir_mtimes, on_both_dests, p, run_cmd, run_msrsync,
+                     run_rsync, snapshot, text)
 
 
 def settings(*names):
     return [pytest.param(SETTINGS[n], id=n) for n in names]
-
-
-# --------------------------------------------------------------------------- trees
-
-def build(root, spec):
-    """Create entries under root: "dir/" -> directory, str/bytes -> file content,
-    ("symlink", target), ("hardlink", other_rel or absolute path); in order."""
-    root = os.fsencode(root)
-    os.makedirs(root, exist_ok=True)
-    for rel, what in spec.items():
-        path = os.path.join(root, os.fsencode(rel))
-        if rel.endswith("/"):
-            os.makedirs(path, exist_ok=True)
-            continue
-        parent = os.path.dirname(path)
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        if isinstance(what, tuple) and what[0] == "symlink":
-            os.symlink(os.fsencode(what[1]), path)
-        elif isinstance(what, tuple) and what[0] == "hardlink":
-            os.link(what[1] if os.path.isabs(what[1])
-                    else os.path.join(root, os.fsencode(what[1])), path)
-        else:
-            with open(path, "wb") as f:
-                f.write(what.encode() if isinstance(what, str) else what)
-    return root
-
-
-def age(root, when=T0):
-    """Give every recently touched entry under root (root included) the mtime `when`,
-    deepest first and each directory after its contents."""
-    root = os.fsencode(root)
-    ns = int(when) * 10 ** 9
-
-    def touch(path):
-        if os.lstat(path).st_mtime_ns > RECENT_NS:
-            os.utime(path, ns=(ns, ns), follow_symlinks=False)
-
-    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
-        for name in filenames + dirnames:
-            path = os.path.join(dirpath, name)
-            if name in filenames or os.path.islink(path):
-                touch(path)
-        touch(dirpath)      # its subdirectories came earlier (bottom-up walk)
-    return root
-
-
-def write(root, rel, data):
-    path = os.path.join(os.fsencode(root), os.fsencode(rel))
-    with open(path, "wb") as f:
-        f.write(data.encode() if isinstance(data, str) else data)
-
-
-def p(root, rel):
-    return os.path.join(os.fsencode(root), os.fsencode(rel))
-
-
-def dests(workdir):
-    """The two destinations differential() fills: (rsync's, msrsync's)."""
-    w = os.fsencode(workdir)
-    return [os.path.join(w, b"oracle", b"dest"), os.path.join(w, b"msrsync", b"dest")]
-
-
-def on_both_dests(workdir, spec, when):
-    """The same extra entries, with the same mtimes, in both destinations."""
-    for dest in dests(workdir):
-        build(dest, spec)
-        age(dest, when)
-
-
-def contents(src):
-    return [os.fsencode(src) + b"/"]
-
-
-def item_lines(output):
-    """rsync -i lines ("YXcstpoguax name") of a process output."""
-    return [l for l in text(output).splitlines()
-            if re.match(r"^([<>ch.][fdLDS]|\*deleting)[ .+?a-zA-Z]* ", l)]
 
 
 # --------------------------------------------------------------------------- deletion
@@ -145,18 +57,17 @@ def mutate_round2(src):
     """Files modified (same and other size), a file and a whole directory deleted, a file
     renamed, a file turned into a directory and a directory into a file, permissions of a
     file and a directory changed, a new deep file, a symlink retargeted."""
-    write(src, "mod/m1", "SAME size 1\n")
-    write(src, "mod/m2", "grows a lot\n" * 20)
+    build(src, {"mod/m1": "SAME size 1\n", "mod/m2": "grows a lot\n" * 20})
     os.unlink(p(src, "gone.txt"))
     shutil.rmtree(p(src, "gonedir"))
     os.rename(p(src, "ren/old.txt"), p(src, "ren/new.txt"))
     os.unlink(p(src, "morph"))
     build(src, {"morph/inside": "now a directory\n"})
     shutil.rmtree(p(src, "wasdir"))
-    write(src, "wasdir", "now a file\n")
+    build(src, {"wasdir": "now a file\n"})
     os.chmod(p(src, "perm.txt"), 0o600)
     os.chmod(p(src, "permdir"), 0o700)
-    write(src, "deep/d1/d2/d3/new", "new\n")
+    build(src, {"deep/d1/d2/d3/new": "new\n"})
     os.unlink(p(src, "link"))
     os.symlink(b"keep", p(src, "link"))
     shutil.rmtree(p(src, "swap"))
@@ -167,7 +78,7 @@ def mutate_round2(src):
 def mutate_round3(src):
     """The directory back to a file and the file back to a directory."""
     shutil.rmtree(p(src, "morph"))
-    write(src, "morph", "a file again\n")
+    build(src, {"morph": "a file again\n"})
     os.unlink(p(src, "wasdir"))
     build(src, {"wasdir/a": "a again\n", "wasdir/b/c": "c again\n"})
     os.unlink(p(src, "many/f05"))
@@ -240,7 +151,7 @@ def test_force_replaces_non_empty_directory_by_file_without_delete(tmp_path):
     work = tmp_path / "w"
     differential(work, contents(src), SETTINGS["p2-f1"], ["-a"])
     shutil.rmtree(p(src, "wasdir"))
-    write(src, "wasdir", "file now\n")
+    build(src, {"wasdir": "file now\n"})
     age(src, T0 + 100)
     differential(work, contents(src), SETTINGS["p2-f1"], ["-a", "--force"])
 
@@ -383,7 +294,7 @@ def test_dry_run_with_delete_deletes_nothing_and_lists_what_it_would_delete(tmp_
     differential(work, contents(src), SETTINGS["p2-f1"], ["-a"])
     on_both_dests(work, {"xtra_top": "1\n", "d/e/xtra_deep": "2\n",
                          "xtra_dir/f": "3\n", "xtra_dir/sub/g": "4\n"}, T0 + 50)
-    write(src, "m", "modified\n")
+    build(src, {"m": "modified\n"})
     age(src, T0 + 100)
     oracle_dest, dest = dests(work)
     before = snapshot(dest)
@@ -475,7 +386,7 @@ def test_delete_after_with_unreadable_directory_leaves_dest_as_rsync(nonroot):
 @pytest.mark.nonroot
 def test_delete_skipped_when_a_copy_bucket_fails(nonroot):
     prefix, python, src, work = _nobody_setup(nonroot)
-    write(src, "a/secret", "unreadable\n")
+    build(src, {"a/secret": "unreadable\n"})
     os.chmod(p(src, "a/secret"), 0)
     chown_tree(src, NOBODY, NOBODY)
     age(src, T0 + 100)
@@ -899,25 +810,11 @@ def _backup_setup(tmp_path):
                                        "gone": "g\n", "d/gone2": "g2\n", "x": "x\n"}))
     work = tmp_path / "w"
     differential(work, contents(src), SETTINGS["p2-f1"], ["-a"])
-    write(src, "a", "a2 changed\n")
-    write(src, "d/b", "b2 changed too\n")
+    build(src, {"a": "a2 changed\n", "d/b": "b2 changed too\n"})
     os.unlink(p(src, "gone"))
     os.unlink(p(src, "d/gone2"))
     age(src, T0 + 100)
     return src, work
-
-
-def _mask_run_time_dir_mtimes(a, b):
-    """Drop the mtime of directories both tools leave at the time of the run: rsync
-    writes a backup into a directory after it set the directory's mtime, or makes the
-    backup directories itself.  Where only one of them did, the difference stays."""
-    for rel in set(a) & set(b):
-        ea, eb = a[rel], b[rel]
-        if ea["type"] == eb["type"] == "dir" and \
-                ea.get("mtime_ns", 0) > RECENT_NS and eb.get("mtime_ns", 0) > RECENT_NS:
-            ea.pop("mtime_ns")
-            eb.pop("mtime_ns")
-    return a, b
 
 
 @pytest.mark.parametrize("extra", [
@@ -929,14 +826,14 @@ def test_backup_options_back_up_changed_and_deleted_files_like_rsync(tmp_path, e
     src, work = _backup_setup(tmp_path)
     opts = ["-a", "-b", "--delete"] + extra
     result = differential(work, contents(src), SETTINGS["p2-f1"], opts, compare=False)
-    sa, sb = _mask_run_time_dir_mtimes(snapshot(result.oracle_dest),
+    sa, sb = mask_run_time_dir_mtimes(snapshot(result.oracle_dest),
                                        snapshot(result.msrsync_dest))
     assert_same_tree(sa, sb, label_a="rsync", label_b="msrsync")
     if extra[0] == "--backup-dir=bak":
         assert {b"bak/gone", b"bak/d/gone2", b"bak/a"} <= set(sb)
     elif extra[0].startswith("--backup-dir=../"):
         baks = [os.path.join(os.path.dirname(d), b"bak") for d in dests(work)]
-        assert_same_tree(*_mask_run_time_dir_mtimes(snapshot(baks[0]), snapshot(baks[1])),
+        assert_same_tree(*mask_run_time_dir_mtimes(snapshot(baks[0]), snapshot(baks[1])),
                          label_a="rsync", label_b="msrsync")
         assert os.path.exists(os.path.join(baks[1], b"gone.old"))
         assert os.path.exists(os.path.join(baks[1], b"d", b"gone2.old"))
@@ -953,8 +850,7 @@ def _prev_setup(tmp_path):
         prev = os.path.join(os.path.dirname(dest), b"prev")
         cp = run_rsync(src + b"/", prev, opts=["-a"])
         assert cp.returncode == 0, describe(cp)
-    write(src, "changed", "v2 changed\n")
-    write(src, "d/changed2", "v2 changed\n")
+    build(src, {"changed": "v2 changed\n", "d/changed2": "v2 changed\n"})
     build(src, {"new": "new\n"})
     age(src, T0 + 100)
     return src, work
@@ -1103,7 +999,7 @@ def test_rsync_dry_run_option_changes_nothing(tmp_path):
     work = tmp_path / "w"
     differential(work, contents(src), SETTINGS["p2-f1"], ["-a"])
     on_both_dests(work, {"xtra": "x\n", "d/xtra": "y\n"}, T0 + 50)
-    write(src, "a", "changed\n")
+    build(src, {"a": "changed\n"})
     build(src, {"new/f": "new\n"})
     os.chmod(p(src, "d/b"), 0o600)
     age(src, T0 + 100)
@@ -1170,7 +1066,7 @@ def test_itemize_lines_match_rsync_on_incremental_run_with_delete(tmp_path):
     differential(work, contents(src), SETTINGS["p2-f1"], ["-a"])
     on_both_dests(work, {"xtra": "x\n", "dir1/xtra": "y\n"}, T0 + 50)
     os.unlink(p(src, "dir0/-000.dat"))
-    write(src, "dir2/long-name-long-name--002.dat", "changed\n")
+    build(src, {"dir2/long-name-long-name--002.dat": "changed\n"})
     age(src, T0 + 100)
     result = differential(work, contents(src), SETTINGS["p2-f1"], ["-ai", "--delete"])
     assert sorted(item_lines(result.msrsync.stdout)) == \
@@ -1186,7 +1082,7 @@ def test_a_directory_time_another_bucket_just_changed_is_no_item_line(tmp_path):
     src = output_tree(tmp_path / "src", n=20)
     work = tmp_path / "w"
     differential(work, contents(src), SETTINGS["p2-f1"], ["-a"])
-    write(src, "dir2/long-name-long-name--002.dat", "changed\n")   # dir2's own time kept
+    build(src, {"dir2/long-name-long-name--002.dat": "changed\n"})   # dir2's own time kept
     age(src, T0 + 100)
     bindir = tmp_path / "bin"
     bindir.mkdir()

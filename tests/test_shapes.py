@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from helpers import assert_same_tree, differential, oracle_figures, run_msrsync, run_rsync
+from helpers import (age, assert_same_tree, build, differential, item_lines, oracle_figures,
+                     run_msrsync, run_rsync)
 from remote import serve_sshd, stop_process
-from test_rsync_semantics import age, build, item_lines
 
 
 def _summary(tmp_path, *args):
@@ -42,14 +42,9 @@ def _tree(root, dirs=6, files=4):
 
 
 def _extraneous(dest):
-    os.makedirs(os.path.join(dest, b"gone", b"deep"))
-    with open(os.path.join(dest, b"gone", b"deep", b"f"), "wb") as f:
-        f.write(b"old")
-    with open(os.path.join(dest, b"stale"), "wb") as f:
-        f.write(b"old")
     # the same times on both sides (kept where nothing deletes them)
-    for path in (b"gone/deep/f", b"stale", b"gone/deep", b"gone"):
-        os.utime(os.path.join(dest, path), (1000000000, 1000000000))
+    build(dest, {"gone/": None, "gone/deep/": None, "gone/deep/f": "old", "stale": "old"},
+          mtime=1000000000)
 
 
 @pytest.mark.parametrize("rsync_opts", [["-a"], ["-a", "--delete"], ["-aH", "--delete"],

@@ -7,35 +7,9 @@ import time
 
 import pytest
 
-from helpers import (make_tree, rsync_processes_mentioning, start_msrsync, text, wait_for)
+from helpers import (assert_no_rsync_left, assert_same_tree, end, make_tree, run_msrsync,
+                     run_rsync, running_rsyncs, start_msrsync, stderr_lines, text, wait_for)
 
-
-def _running_rsyncs(tmp_path):
-    return rsync_processes_mentioning(os.fsencode(tmp_path))
-
-
-def _kill_leftovers(tmp_path):
-    """Clean up after a failed test: only the rsyncs of this test's own directory."""
-    for pid, _ in _running_rsyncs(tmp_path):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-
-
-
-def _end(proc, tmp_path):
-    """After a test, failed or not: msrsync stopped, no rsync of this test left."""
-    if proc.poll() is None:
-        proc.kill()
-        proc.communicate()
-    _kill_leftovers(tmp_path)
-
-
-def _assert_no_rsync_left(tmp_path):
-    """Killed process groups go at once; allow the kernel a moment to reap them."""
-    left = wait_for(lambda: not _running_rsyncs(tmp_path), 2) or _running_rsyncs(tmp_path)
-    assert left is True, "rsync processes left running: %r" % (left,)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
@@ -46,7 +20,7 @@ def test_signal_stops_run_with_exit_20_and_no_rsync_left(tmp_path, signum):
     proc = start_msrsync("-p", "2", "-s", "1M", "--rsync", "-a --bwlimit=100",
                          src + b"/", tmp_path / "dest")
     try:
-        assert wait_for(lambda: len(_running_rsyncs(tmp_path)) >= 2, 10), \
+        assert wait_for(lambda: len(running_rsyncs(tmp_path)) >= 2, 10), \
             "rsync workers never started"
         time.sleep(0.3)
         sent = time.monotonic()
@@ -56,9 +30,9 @@ def test_signal_stops_run_with_exit_20_and_no_rsync_left(tmp_path, signum):
         assert proc.returncode == 20, (proc.returncode, text(err))
         assert took < 10, "msrsync took %.1f s to stop" % took
         assert b"Traceback" not in err
-        _assert_no_rsync_left(tmp_path)
+        assert_no_rsync_left(tmp_path)
     finally:
-        _end(proc, tmp_path)
+        end(proc, tmp_path)
 
 
 @pytest.mark.slow
@@ -68,11 +42,11 @@ def test_interrupted_run_reports_interrupted_status(tmp_path):
     proc = start_msrsync("-p", "2", "-s", "1M", "--stats", "--json", json_path,
                          "--rsync", "-a --bwlimit=100", src + b"/", tmp_path / "dest")
     try:
-        assert wait_for(lambda: len(_running_rsyncs(tmp_path)) >= 2, 10)
+        assert wait_for(lambda: len(running_rsyncs(tmp_path)) >= 2, 10)
         os.kill(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=15)
     finally:
-        _end(proc, tmp_path)
+        end(proc, tmp_path)
     assert proc.returncode == 20
     assert "Status: INTERRUPTED" in text(out).splitlines()
     summary = json.loads(json_path.read_text())
@@ -87,16 +61,16 @@ def test_second_sigint_kills_at_once(tmp_path):
     proc = start_msrsync("-p", "2", "-s", "1M", "--rsync", "-a --bwlimit=100",
                          src + b"/", tmp_path / "dest")
     try:
-        assert wait_for(lambda: len(_running_rsyncs(tmp_path)) >= 2, 10)
+        assert wait_for(lambda: len(running_rsyncs(tmp_path)) >= 2, 10)
         os.kill(proc.pid, signal.SIGINT)
         os.kill(proc.pid, signal.SIGINT)
         sent = time.monotonic()
         out, err = proc.communicate(timeout=15)
         assert proc.returncode == 20
         assert time.monotonic() - sent < 5
-        _assert_no_rsync_left(tmp_path)
+        assert_no_rsync_left(tmp_path)
     finally:
-        _end(proc, tmp_path)
+        end(proc, tmp_path)
 
 
 @pytest.mark.slow
@@ -107,16 +81,16 @@ def test_sigkilled_msrsync_leaves_no_rsync_running(tmp_path):
     proc = start_msrsync("-p", "2", "-s", "1M", "--rsync", "-a --bwlimit=100",
                          src + b"/", tmp_path / "dest")
     try:
-        assert wait_for(lambda: len(_running_rsyncs(tmp_path)) >= 2, 10), \
+        assert wait_for(lambda: len(running_rsyncs(tmp_path)) >= 2, 10), \
             "rsync workers never started"
         time.sleep(0.3)
         proc.kill()
         proc.communicate(timeout=15)
-        left = wait_for(lambda: not _running_rsyncs(tmp_path), 10) or \
-            _running_rsyncs(tmp_path)
+        left = wait_for(lambda: not running_rsyncs(tmp_path), 10) or \
+            running_rsyncs(tmp_path)
         assert left is True, "rsync processes left running: %r" % (left,)
     finally:
-        _end(proc, tmp_path)
+        end(proc, tmp_path)
 
 
 def _ppid(pid):
@@ -139,7 +113,7 @@ def test_a_worker_rsync_killed_by_someone_else_is_retried(tmp_path, retries, exp
                                    src + b"/", tmp_path / "dest"]))
     try:
         def workers():
-            return [pid for pid, _ in _running_rsyncs(tmp_path) if _ppid(pid) == proc.pid]
+            return [pid for pid, _ in running_rsyncs(tmp_path) if _ppid(pid) == proc.pid]
         assert wait_for(lambda: len(workers()) >= 1, 10), "rsync workers never started"
         time.sleep(0.2)
         os.kill(workers()[0], signal.SIGKILL)
@@ -153,7 +127,7 @@ def test_a_worker_rsync_killed_by_someone_else_is_retried(tmp_path, retries, exp
                         open(os.path.join(tmp_path / "dest", os.fsdecode(name)), "rb") as b:
                     assert a.read() == b.read()
     finally:
-        _end(proc, tmp_path)
+        end(proc, tmp_path)
 
 
 @pytest.mark.slow
@@ -173,7 +147,6 @@ def _kill_then_resume(tmp_path, src, *caps):
     once three buckets are in its journal, wait for its rsyncs to be gone, then
     --resume it (exit 0) and check DEST equals plain rsync's.  Returns the resumed
     run's --json summary and done.journal as the killed run left it."""
-    from helpers import assert_same_tree, run_msrsync, run_rsync
     buckets = tmp_path / "buckets"
     os.mkdir(buckets)
     proc = start_msrsync(*(("-p", "2") + caps + ("-b", buckets, "--rsync",
@@ -185,7 +158,7 @@ def _kill_then_resume(tmp_path, src, *caps):
         proc.kill()
         proc.communicate(timeout=15)
         journal = _done_journal(buckets)
-        assert wait_for(lambda: not _running_rsyncs(tmp_path), 10)
+        assert wait_for(lambda: not running_rsyncs(tmp_path), 10)
         (run_dir,) = os.listdir(buckets)
         summary = tmp_path / "summary.json"
         cp = run_msrsync("--resume", os.path.join(buckets, run_dir), "--json", summary)
@@ -195,7 +168,7 @@ def _kill_then_resume(tmp_path, src, *caps):
         assert_same_tree(os.fsencode(oracle), os.fsencode(tmp_path / "dest"))
         return json.loads(summary.read_text()), journal
     finally:
-        _end(proc, tmp_path)
+        end(proc, tmp_path)
 
 
 def _done_journal(buckets):
@@ -231,7 +204,6 @@ def test_resume_does_not_walk_the_subtrees_of_finished_buckets(tmp_path):
 
 
 def test_resume_needs_a_run_directory(tmp_path):
-    from helpers import run_msrsync, stderr_lines
     cp = run_msrsync("--resume", tmp_path)
     assert cp.returncode == 1
     assert len(stderr_lines(cp)) == 1 and b"run.json" in cp.stderr

@@ -7,8 +7,7 @@ import threading
 
 import pytest
 
-from helpers import make_tree, rsync_stats_figures, run_rsync
-from test_docs import load_msrsync
+from helpers import load_msrsync, make_tree, rsync_stats_figures, run_rsync
 
 m = load_msrsync()
 BAD_VALUE = (argparse.ArgumentTypeError, ValueError)
