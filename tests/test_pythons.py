@@ -71,8 +71,9 @@ def test_filters_delete_and_hard_links_under_python(tmp_path, python):
 
 @pytest.mark.parametrize("minor", [None, "3.6", "3.13"], ids=["this", "3.6", "3.13"])
 def test_run_as_a_program_it_keeps_its_compiled_code(tmp_path, small_src, minor):
-    """./msrsync: sh starts the python3 in PATH on it (-S) through importlib's
-    loader, which keeps its compiled code in __pycache__ beside it.  The copy is rsync's,
+    """./msrsync: sh starts the python3 in PATH on it (-S) through its loader, which
+    keeps its compiled code in $XDG_CACHE_HOME/msrsync, never beside the program (see
+    test_install.py).  The copy is rsync's,
     from the code compiled and then from the kept one; an edited file is compiled
     again; errors keep their one line and code; no module of the current
     directory is imported (python3 -c would put it first in sys.path); with
@@ -86,6 +87,8 @@ def test_run_as_a_program_it_keeps_its_compiled_code(tmp_path, small_src, minor)
     shutil.copy2(MSRSYNC, str(program))
     env = dict(os.environ, PATH=os.path.dirname(python) + os.pathsep + os.environ["PATH"])
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    cache = tmp_path / "cache"
+    env["XDG_CACHE_HOME"] = str(cache)
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     (cwd / "json.py").write_text("raise SystemExit('json.py of the current directory')\n")
@@ -102,8 +105,9 @@ def test_run_as_a_program_it_keeps_its_compiled_code(tmp_path, small_src, minor)
                      env=env, cwd=cwd)
         assert cp.returncode == 0, describe(cp)
         assert_same_tree(oracle, dest)
-        kept = os.listdir(str(bindir / "__pycache__"))
+        kept = os.listdir(str(cache / "msrsync"))
         assert len(kept) == 1 and kept[0].endswith(".pyc"), kept
+        assert os.listdir(str(bindir)) == ["msrsync"]
     program.write_bytes(program.read_bytes().replace(b'VERSION = "1.0.0"', b'VERSION = "9.9.9"'))
     cp = run_cmd([program, "--version"], env=env, cwd=cwd)
     assert cp.stdout == b"msrsync 9.9.9\n", describe(cp)
@@ -113,6 +117,8 @@ def test_run_as_a_program_it_keeps_its_compiled_code(tmp_path, small_src, minor)
     other.mkdir()
     shutil.copy2(MSRSYNC, str(other / "msrsync"))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache-off")
     cp = run_cmd([other / "msrsync", "--version"], env=env, cwd=cwd)
     assert cp.stdout == b"msrsync 1.0.0\n", describe(cp)
     assert os.listdir(str(other)) == ["msrsync"]
+    assert not os.path.exists(str(tmp_path / "cache-off"))

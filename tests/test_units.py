@@ -269,9 +269,8 @@ def test_rsync_stats_parser_reads_a_real_stats_block(tmp_path):
 def _bucketer(workers, hungry, cap=100):
     """A Bucketer whose buckets are recorded as lists of names."""
     made = []
-    b = m.Bucketer(cap, 1 << 40, lambda source, kind, names, *rest: made.append(list(names)))
-    b.workers = workers
-    b.hungry = lambda: hungry[0]
+    b = m.Bucketer(m.Caps(cap, 1 << 40), lambda source, kind, names, *rest:
+                   made.append(list(names)), workers, lambda: hungry[0])
     return b, made
 
 
@@ -291,7 +290,7 @@ def test_a_waiting_worker_gets_a_share_of_the_open_bucket_not_all_of_it(monkeypa
     hungry[0] = True
     _add_trees(b, 1, first=8)             # 90 entries open: a share of 90/8 -> 2 names
     assert made == [[b"t00", b"t01"]]
-    b.hand_out(("src", m.Bucket.KIND_TREES))
+    b.hand_out(("src", m.Kind.TREES))
     assert made[1] == [b"t02"]            # 70 left: a share of 9 -> 1 name
     hungry[0] = False
     b.flush_all()                         # the rest, cut in pieces per worker (slow: 4p)
@@ -306,7 +305,7 @@ def test_a_patient_bucketer_holds_what_nobody_waits_for_up_to_four_buckets(monke
     monkeypatch.setattr(m, "IDLE_CUT", 0.0)
     hungry = [False]
     b, made = _bucketer(4, hungry)
-    b.patient = True
+    b.be_patient(True)
     _add_trees(b, 39)                     # 390 entries: under 4 caps
     assert made == []
     _add_trees(b, 1, first=39)            # 400: one cap's worth goes out
@@ -371,19 +370,46 @@ def test_a_sampled_listing_gives_up_when_its_sample_holds_a_big_file(tmp_path):
     assert len(m.sampled_listing(os.fsencode(d)).expanded().entries) == 1
 
 
+def _settings(max_entries, dest=None, hand_out=False):
+    """A Scanner's settings: these caps, no option of rsync's."""
+    return m.ScanSettings(
+        caps=m.Caps(max_entries, 1 << 40), filters=None, follow=None, copy_unsafe=False,
+        one_file_system=0, prune=False, dest=dest, remote_dest=False, delete_after=False,
+        list_all_dirs=False, links=False, dir_times=False, dir_seen=False,
+        hand_out=hand_out, skip_units=None, skip_dir=None, workers=1)
+
+
+class _Sink(m.ScanSink):
+    """What a scanner hands on, recorded: units (as `unit` makes them),
+    directories, extraneous directories; hungry() answers from `waiting`."""
+
+    def __init__(self, unit, waiting=()):
+        self.units, self.dirs, self.shares = [], [], []
+        self.unit = unit
+        self.answers = iter(waiting)
+
+    def on_unit(self, source, unit, rel, n, size, rule=None, counts=None):
+        self.units.append(self.unit(unit, rel, n, size))
+
+    def on_dir(self, source, rel, rule=None):
+        self.dirs.append(rel)
+
+    def on_extraneous(self, source, rel, rules=None, rule=None):
+        self.units.append(("x", rel))
+
+    def hungry(self):
+        return next(self.answers, 0)
+
+    def hand_out_unwalked(self, source):
+        self.shares.append(len(self.units))
+
+
 def _speculating_scanner(waiting):
     """A Scanner as Run sets it up with growing caps and a local SRC; `waiting`
     lists what successive hungry() calls answer (then 0)."""
-    units, dirs, shares = [], [], []
-    scanner = m.Scanner(1000, 1 << 40,
-                        lambda source, unit, rel, n, size, rule=None: units.append((unit, rel, n)),
-                        lambda source, rel, rule=None: dirs.append(rel),
-                        threading.Event(), False)
-    answers = iter(waiting)
-    scanner.hungry = lambda: next(answers, 0)
-    scanner.speculate = True
-    scanner.flush_units = lambda source: shares.append(len(units))
-    return scanner, units, dirs, shares
+    sink = _Sink(lambda unit, rel, n, size: (unit, rel, n), waiting)
+    scanner = m.Scanner(_settings(1000, hand_out=True), sink, threading.Event())
+    return scanner, sink.units, sink.dirs, sink.shares
 
 
 def test_workers_waiting_at_once_get_an_unwalked_subtree_each(tmp_path, monkeypatch):
@@ -398,7 +424,7 @@ def test_workers_waiting_at_once_get_an_unwalked_subtree_each(tmp_path, monkeypa
         (src / ("d%d" % i)).mkdir(parents=True)
         (src / ("d%d" % i) / "f").write_bytes(b"x")
     scanner, units, dirs, shares = _speculating_scanner([3])
-    scanner.scan(m.Source(b"src", os.fsencode(src), b".", True))
+    scanner.scan(m.Source(b"src", os.fsencode(src), b".", True), speculate=True)
     assert scanner.speculated == 3
     assert [u[:2] for u in units] == [(m.UNIT_TREE, b"d%d" % i) for i in range(6)]
     assert shares == [1, 2, 3]                # each handed to the bucketer at once
@@ -415,22 +441,17 @@ def test_a_directory_with_files_still_gets_its_own_entry_when_split(tmp_path, mo
         (src / ("d%d" % i)).mkdir(parents=True)
     (src / "top.txt").write_bytes(b"x")
     scanner, units, dirs, shares = _speculating_scanner([1])
-    scanner.scan(m.Source(b"src", os.fsencode(src), b".", True))
+    scanner.scan(m.Source(b"src", os.fsencode(src), b".", True), speculate=True)
     assert (m.UNIT_DIR, b".", 2) in units     # itself and top.txt, by rsync -d
 
 
 def _scan_units(src, fs, max_entries, dest=None):
     """The units (unit, name, entries, size) a Scanner with `fs` cuts from src,
     and the scanner."""
-    units = []
-    scanner = m.Scanner(max_entries, 1 << 40,
-                        lambda source, unit, rel, n, size, rule=None:
-                        units.append((unit, rel, n, size)),
-                        lambda source, rel, rule=None: None, threading.Event(), False,
-                        dest, lambda source, rel, rules, rule=None: units.append(("x", rel)))
-    scanner.fs = fs
-    scanner.scan(m.Source(b"src", os.fsencode(src), b".", True))
-    return units, scanner
+    sink = _Sink(lambda unit, rel, n, size: (unit, rel, n, size))
+    scanner = m.Scanner(_settings(max_entries, dest), sink, threading.Event())
+    scanner.scan(m.Source(b"src", os.fsencode(src), b".", True), view=fs)
+    return sink.units, scanner
 
 
 def _entries_by_directory(units):
