@@ -203,7 +203,7 @@ def test_parse_args_defaults():
     args = m.parse_args(["-s", "5M", "s", "d"])
     assert (args.files, args.size, args.adaptive) == (1000, 5 << 20, False)
     assert m.parse_args(["s", "d"]).retries == 2
-    assert not args.keep and not args.show and not args.dry_run
+    assert not args.keep and not args.show and not args.scan_only
 
 
 def test_parse_args_paths_after_rsync_may_start_with_dash():
