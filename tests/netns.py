@@ -132,9 +132,16 @@ def _argv(pid):
 def pids_in_netns(identity):
     """[(pid, starttime, argv)] of the live processes whose network namespace is identity
     ((st_dev, st_ino) of the namespace's file)."""
-    if identity is None:
-        return []
-    found = []
+    return [p[:3] for p in scan([identity]).get(identity, [])]
+
+
+def scan(identities):
+    """{identity: [(pid, starttime, argv, ppid)]}: the live processes of each of the
+    network namespaces identities, in one pass over /proc."""
+    wanted = set(i for i in identities if i is not None)
+    found = {}
+    if not wanted:
+        return found
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -143,12 +150,13 @@ def pids_in_netns(identity):
             st = os.stat("/proc/%d/ns/net" % pid)
         except OSError:
             continue
-        if (st.st_dev, st.st_ino) != identity:
+        identity = (st.st_dev, st.st_ino)
+        if identity not in wanted:
             continue
         stat = _proc_stat(pid)
         if stat is None or stat[2] == b"Z":
             continue
-        found.append((pid, stat[1], _argv(pid)))
+        found.setdefault(identity, []).append((pid, stat[1], _argv(pid), stat[0]))
     return found
 
 
