@@ -19,6 +19,11 @@ rsync is then a fact, not a sample. The same mount namespace makes the broken ho
     hide=[DIR, ...]  an empty tmpfs over each DIR: what lies under DIR here is not seen there
     sshd=False       no sshd at all: the address answers, port 22 refuses
 
+A host is lost on purpose with kill_host (its sshd and every process in it killed: the
+connections drop), link_down (this side's veth down: nothing answers, nothing closes, its
+rsyncs go on with the shared storage) or hang (link down, its sshd stopped, its rsyncs
+ended unfinished).
+
 Hosts are stopped by pid, never by name: the sshd SIGTERM then SIGKILL (remote.stop_process,
 with its per-connection children), then every process left in the namespace (found by its
 /proc/PID/ns/net), then ``ip link del`` and ``ip netns del``. Should pytest be killed, the
@@ -170,9 +175,12 @@ def _alive(pid, starttime):
 
 
 def _terminate(procs, timeout=STOP_TIMEOUT):
-    """SIGTERM each (pid, starttime, ...) still the same process, SIGKILL after timeout;
-    returns once all are gone (or another timeout passed)."""
+    """SIGTERM each (pid, starttime, ...) still the same process (and SIGCONT, should
+    it be stopped), SIGKILL after timeout; returns once all are gone (or another timeout
+    passed)."""
     live = [(p[0], p[1]) for p in procs if _signal_if_same(p[0], p[1], signal.SIGTERM)]
+    for pid, starttime in live:
+        _signal_if_same(pid, starttime, signal.SIGCONT)
     deadline = time.monotonic() + timeout
     while live and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -468,6 +476,19 @@ class Host(object):
         """This side's end of the veth down: the host neither answers nor is reached."""
         ip("link", "set", self.veth, "down")
 
+    def hang(self):
+        """The host hangs: its link goes down and its sshd processes stop (SIGSTOP),
+        so the connections neither answer nor close and no exit status comes back; the
+        work it had ends unfinished (every other process of it gets SIGTERM: an rsync
+        removes its temporary file, and nothing of the host touches DEST afterwards).
+        stop() (or kill()) ends the stopped sshds all the same."""
+        self.link_down()
+        procs = self.processes()
+        for pid, starttime, argv in procs:
+            if _comm(pid) == b"sshd":
+                _signal_if_same(pid, starttime, signal.SIGSTOP)
+        _terminate([p for p in procs if _comm(p[0]) != b"sshd"])
+
     def link_up(self):
         ip("link", "set", self.veth, "up")
 
@@ -623,6 +644,9 @@ class Hosts(object):
     def link_down(self, alias):
         self.get(alias).link_down()
 
+    def hang(self, alias):
+        self.get(alias).hang()
+
 
 # --------------------------------------------------------------------------- the helpers by name
 
@@ -634,6 +658,11 @@ def kill_host(host):
 def link_down(host):
     """``ip link set <this side's veth> down`` for a Host."""
     host.link_down()
+
+
+def hang(host):
+    """A Host's link down, its sshds stopped (SIGSTOP), its work ended unfinished."""
+    host.hang()
 
 
 def processes_in(host):

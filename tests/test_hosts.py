@@ -36,6 +36,10 @@ OPTS = ["-aS", "--numeric-ids"]
 # one 256 KiB file a bucket at 256 KiB/s: about a second each (see slow_tree)
 SLOW = ["--bwlimit=256"]
 SLOW_CAPS = ["-s", "256K"]
+# one 4 MiB file a bucket at 128 KiB/s: half a minute each (see long_src), so that an
+# rsync still running after a signal was left running, not merely finishing
+LONG = ["--bwlimit=128"]
+LONG_CAPS = ["-s", "4M"]
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -77,6 +81,13 @@ def hosts_src(tmp_path_factory):
 def slow_src(tmp_path_factory):
     """30 files of 256 KiB, a bucket each with -s 256K, about a second each with SLOW."""
     return slow_tree(tmp_path_factory.mktemp("slow-src") / "src")
+
+
+@pytest.fixture(scope="module")
+def long_src(tmp_path_factory):
+    """6 files of 4 MiB: a bucket each with LONG_CAPS, half a minute each with LONG."""
+    return age(make_tree(tmp_path_factory.mktemp("long-src") / "src", "big", count=6,
+                         size=4 << 20))
 
 
 # --------------------------------------------------------------------------- trees
@@ -200,11 +211,20 @@ class Run(object):
 
     def compare(self):
         assert_same_tree(self.dests[0], self.dests[1], label_a="rsync", label_b="msrsync")
+        assert_no_witness(self.tmp_path)
 
     def end(self):
         if self.watch:
             self.watch.stop()
         end(self.proc, self.tmp_path)
+
+
+def assert_no_witness(workdir):
+    """msrsync's DEST (workdir/msrsync/dest) is alone in its directory: the witness file
+    of the hosts' check (written in DEST's nearest existing directory) is gone."""
+    __tracebackhide__ = True
+    parent = os.path.join(os.fsencode(workdir), b"msrsync")
+    assert os.listdir(parent) == [b"dest"], os.listdir(parent)
 
 
 def host_opts(hs, aliases=None, *more):
@@ -275,7 +295,8 @@ def test_the_test_hosts_answer_over_ssh_and_share_this_file_system(tmp_path, mak
         assert netns.processes_in(hs[0]) == []
         netns.link_down(hs[1])
         for h in hs[:2]:
-            cp = run_cmd(["ssh", "-F", hs.ssh_config, h.alias, "true"], timeout=30)
+            cp = run_cmd(["ssh", "-F", hs.ssh_config, "-o", "ConnectTimeout=1", h.alias,
+                          "true"], timeout=30)
             assert cp.returncode == 255, describe(cp)
         cp = run_cmd(["ssh", "-F", hs.ssh_config, "h3", "true"], timeout=30)
         assert cp.returncode == 0, describe(cp)
@@ -351,6 +372,7 @@ def test_awkward_names_copy_like_rsync_over_two_hosts(tmp_path, hosts, weird_src
     before = copies(hosts, tmp_path)
     differential(tmp_path, [slash(weird_src)], msrsync_opts=["-p", "2", "-f", "20"] +
                  host_opts(hosts, ["h1", "h2"]), rsync_opts=OPTS)
+    assert_no_witness(tmp_path)
     after = copies(hosts, tmp_path)
     assert after["h1"] > before["h1"] and after["h2"] > before["h2"], (before, after)
     assert after["h3"] == before["h3"], "h3 was not in --hosts"
@@ -361,6 +383,7 @@ def test_hard_links_copy_like_rsync_over_three_hosts(tmp_path, hosts):
     before = copies(hosts, tmp_path)
     differential(tmp_path / "w", [slash(src)], msrsync_opts=["-p", "2", "-f", "5"] +
                  host_opts(hosts), rsync_opts=["-aH", "--numeric-ids"])
+    assert_no_witness(tmp_path / "w")
     assert sum(copies(hosts, tmp_path).values()) > sum(before.values())
 
 
@@ -379,6 +402,7 @@ def test_delete_with_excludes_onto_a_stale_dest_like_rsync_over_three_hosts(tmp_
     d = differential(tmp_path / "w", [slash(src)], msrsync_opts=["-p", "2", "-f", "10"] +
                      host_opts(hosts), rsync_opts=["-a", "--delete", "--exclude=*.tmp"],
                      prepare_dest=stale)
+    assert_no_witness(tmp_path / "w")
     # the comparison is not an empty one: deletions and kept excluded files happened
     dest = d.msrsync_dest
     assert os.path.exists(os.path.join(dest, b"many/d01/old.tmp"))
@@ -508,13 +532,25 @@ def test_a_host_killed_mid_run_has_its_buckets_run_elsewhere(tmp_path, make_host
     _lose_a_host(tmp_path, make_hosts, slow_src, netns.kill_host)
 
 
+@pytest.mark.slow
 def test_a_host_whose_link_goes_down_mid_run_has_its_buckets_run_elsewhere(
         tmp_path, make_hosts, slow_src):
-    """The host neither answers nor closes: ssh's keep-alive (1 s, 3 times) gives up,
-    msrsync runs its buckets on the others."""
+    """The host neither answers nor closes: ssh's keep-alive gives up, msrsync runs its
+    buckets on the others. (The rsyncs it had go on with the shared storage: they may
+    well finish their buckets, which then are copied twice, alike.)"""
     started = time.monotonic()
     _lose_a_host(tmp_path, make_hosts, slow_src, netns.link_down)
-    assert time.monotonic() - started < 60
+    assert time.monotonic() - started < 90
+
+
+@pytest.mark.slow
+def test_a_host_that_hangs_mid_run_has_its_buckets_run_elsewhere(tmp_path, make_hosts,
+                                                                 slow_src):
+    """Link down, the host's sshd stopped, the rsyncs it ran ended unfinished: only the
+    keep-alive tells the host is gone, and only another host finishes its buckets."""
+    started = time.monotonic()
+    _lose_a_host(tmp_path, make_hosts, slow_src, netns.hang)
+    assert time.monotonic() - started < 90
 
 
 def test_every_host_lost_keeps_the_bucket_directory_and_exits_255_then_resume_goes_on(
@@ -548,21 +584,24 @@ def test_every_host_lost_keeps_the_bucket_directory_and_exits_255_then_resume_go
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
                          ids=["SIGINT", "SIGTERM", "SIGKILL"])
-def test_a_signal_leaves_no_rsync_on_any_host(tmp_path, hosts, slow_src, signum):
-    """Ctrl-C and SIGTERM: exit 20; SIGKILL too: afterwards no rsync runs in any host's
-    namespace, none here, no ssh to the hosts."""
-    before = copies(hosts, tmp_path)
-    run = Run(tmp_path, [slash(slow_src)], OPTS,
-              ["-p", "2"] + SLOW_CAPS + host_opts(hosts), slower=SLOW)
+def test_a_signal_leaves_no_rsync_on_any_host(tmp_path, hosts, long_src, signum):
+    """Ctrl-C and SIGTERM: exit 20 within seconds; SIGKILL too: afterwards no rsync runs
+    in any host's namespace (each had half a minute of work left), none here, no ssh to
+    the hosts."""
+    run = Run(tmp_path, [slash(long_src)], OPTS,
+              ["-p", "2"] + LONG_CAPS + host_opts(hosts), slower=LONG)
     try:
         wait_for_copies(hosts, hosts.aliases, tmp_path)
         time.sleep(0.3)
+        sent = time.monotonic()
         os.kill(run.proc.pid, signum)
         cp = run.wait(timeout=30)
         if signum == signal.SIGKILL:
             assert cp.returncode == -signal.SIGKILL
         else:
             assert cp.returncode == 20, describe(cp)
+            assert time.monotonic() - sent < 10, "msrsync took %.1f s to stop" % (
+                time.monotonic() - sent)
             no_traceback(cp)
         assert_no_rsync_in(hosts, tmp_path, 10 if signum == signal.SIGKILL else 5)
     finally:
