@@ -18,6 +18,7 @@ import os
 import random
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import threading
@@ -307,7 +308,11 @@ def test_the_test_hosts_answer_over_ssh_and_share_this_file_system(tmp_path, mak
 
 
 def test_the_broken_test_hosts_are_broken_as_meant(tmp_path, broken_hosts, private):
+    """h1 works; h2 refuses connections (ssh 255); h3 finds no rsync on its PATH nor at
+    its path (127); h4's rsync says 3.0.9; h5 sees this machine's files but the private
+    directory, empty there."""
     hs = broken_hosts
+    rsync_path = os.path.realpath(shutil.which("rsync"))
 
     def ssh(alias, command):
         return run_cmd(["ssh", "-F", hs.ssh_config, alias, command], timeout=30)
@@ -324,7 +329,7 @@ def test_the_broken_test_hosts_are_broken_as_meant(tmp_path, broken_hosts, priva
         assert ssh("h2", "true").returncode == 255           # nothing listens
         cp = ssh("h3", "command -v rsync; echo $?; rsync --version")
         assert cp.stdout in (b"1\n", b"127\n") and cp.returncode == 127, describe(cp)
-        cp = ssh("h3", "/usr/bin/rsync --version")          # by its path: not found
+        cp = ssh("h3", "%s --version" % rsync_path)         # by its path: not found
         assert cp.stdout == b"" and cp.returncode == 127, describe(cp)
         cp = ssh("h4", "rsync --version")
         assert cp.returncode == 0 and b"version 3.0.9 " in cp.stdout, describe(cp)
