@@ -668,3 +668,49 @@ def start_sshd(servers, directory):
         server.stop()
         raise
     return server
+
+
+def fmt_load(la):
+    """A load average triple as the headers print it."""
+    return " ".join("%.2f" % x for x in la) if la else "?"
+
+
+def print_workdir(env):
+    """The header's work directory line, and its file system's note."""
+    print("- workdir: %s (%s on %s)" % (env["workdir"], env["filesystem"], env["mount"]))
+    if env.get("filesystem_note"):
+        print("- NOTE: %s" % env["filesystem_note"])
+
+
+def print_header_end(env):
+    """The header's last line (the load at start) and a blank line, flushed."""
+    print("- load average at start: %s" % fmt_load(env["loadavg_start"]))
+    print()
+    sys.stdout.flush()
+
+
+def add_run_options(parser, default_seed, verify_help):
+    """The options every benchmark script has: the dataset seed, where it
+    works, a check after each copy, the page cache, what it keeps, JSON."""
+    parser.add_argument("--seed", type=int, default=default_seed, help="dataset seed")
+    parser.add_argument("--workdir", metavar="DIR",
+                        help="datasets and logs go here and stay (reused by the next run) "
+                             "[a temporary directory under /var/tmp, removed at the end]")
+    parser.add_argument("--verify", action="store_true", help=verify_help)
+    parser.add_argument("--no-drop-caches", action="store_true",
+                        help="do not drop the page cache before runs")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary workdir")
+    parser.add_argument("--json", metavar="OUT",
+                        help="write everything as JSON ('-' = stdout)")
+
+
+def report_end(args, env, results, problems, logs=None):
+    """The end of a benchmark's report: its failures, where its logs stay,
+    its JSON (--json); the exit code."""
+    for problem in problems:
+        print("FAILURE: " + problem)
+    if logs:
+        print("logs kept in %s" % logs)
+    if args.json:
+        write_json(args.json, {"environment": env, "args": vars(args), "results": results,
+                               "problems": problems})

@@ -60,12 +60,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402
 import suite  # noqa: E402
-from common import (MiB, BenchError, Spawner, cached_tree, command_prefix,  # noqa: E402
+from common import (MiB, BenchError, Spawner, add_run_options, fmt_load,  # noqa: E402
+                    print_header_end, print_workdir, report_end, cached_tree, command_prefix,
                     cpu_model, dataset_layout, describe_exit, file_digest,
                     filesystem_note, filesystem_of, first_line_of, fmt_seconds, load_servers,
                     loadavg, log, measure, parse_int_list, positive_int, proc_cpu_ticks,
-                    remove_tree, run_main, settle_caches, start_sshd, tail, wait_idle,
-                    write_json)
+                    remove_tree, run_main, settle_caches, start_sshd, tail, wait_idle)
 
 HOSTS_VERSION = "1.0"
 REPO = os.path.dirname(HERE)
@@ -755,9 +755,6 @@ def environment(args, workdir, msrsync_version):
     return env
 
 
-def fmt_load(la):
-    return " ".join("%.2f" % x for x in la) if la else "?"
-
 
 def print_header(env, ctx):
     a = ctx["args"]
@@ -772,9 +769,7 @@ def print_header(env, ctx):
     print("- ssh: %s" % env["ssh"])
     if "sshfs" in env:
         print("- sshfs: %s" % env["sshfs"])
-    print("- workdir: %s (%s on %s)" % (env["workdir"], env["filesystem"], env["mount"]))
-    if env.get("filesystem_note"):
-        print("- NOTE: %s" % env["filesystem_note"])
+    print_workdir(env)
     print("- hosts: h1..h%d, network namespaces of this machine (%s), each joined to this "
           "one by a veth pair with a /30 of 198.18.0.0/15 and running its own sshd with "
           "throwaway keys (tests/netns.py); they share this machine's CPUs, disk and file "
@@ -794,9 +789,7 @@ def print_header(env, ctx):
               "dropped (as root)"))
     print("- ratio to rsync = median / plain rsync's median in the same table (below 1 is "
           "faster)")
-    print("- load average at start: %s" % fmt_load(env["loadavg_start"]))
-    print()
-    sys.stdout.flush()
+    print_header_end(env)
 
 
 # ---------------------------------------------------------------------------
@@ -842,16 +835,7 @@ def parse_args(argv):
     p.add_argument("--rsync", default="rsync", metavar="PATH",
                    help="rsync binary of the reference run (msrsync runs rsync from PATH, "
                         "as bench.py) [rsync]")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="dataset seed")
-    p.add_argument("--workdir", metavar="DIR",
-                   help="datasets and logs go here and stay (reused by the next run) "
-                        "[a temporary directory under /var/tmp, removed at the end]")
-    p.add_argument("--verify", action="store_true",
-                   help="also rsync -ain --delete SRC/ DST/ after each copy")
-    p.add_argument("--no-drop-caches", action="store_true",
-                   help="do not drop the page cache before runs")
-    p.add_argument("--keep", action="store_true", help="keep the temporary workdir")
-    p.add_argument("--json", metavar="OUT", help="write everything as JSON ('-' = stdout)")
+    add_run_options(p, DEFAULT_SEED, "also rsync -ain --delete SRC/ DST/ after each copy")
     args = p.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     for key, value in sizes.items():
@@ -989,13 +973,8 @@ def run(args):
             "%.1f" % stats["cpu_s"] if stats.get("cpu_s") is not None else "?"))
     print("benchmark time %.0f s; load average at end: %s" % (env["total_s"],
                                                              fmt_load(env["loadavg_end"])))
-    for pr in problems:
-        print("FAILURE: " + pr)
-    if owned and not args.keep and keep_logs:
-        print("logs kept in %s" % os.path.join(workdir, "runs"))
-    if args.json:
-        write_json(args.json, {"environment": env, "args": vars(args),
-                               "results": results, "problems": problems})
+    report_end(args, env, results, problems, os.path.join(workdir, "runs")
+               if owned and not args.keep and keep_logs else None)
     return 1 if failed or problems else 0
 
 

@@ -49,11 +49,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402
 import remote  # noqa: E402
-from common import (MiB, BenchError, Spawner, build_dataset, cached_tree,  # noqa: E402
+from common import (MiB, BenchError, Spawner, add_run_options, fmt_load,  # noqa: E402
+                    print_header_end, print_workdir, report_end, build_dataset, cached_tree,
                     command_prefix, cpu_model, dataset_layout, file_digest, filesystem_note,
                     filesystem_of, first_line_of, fmt_seconds, load_servers, loadavg, log, mib,
                     parse_int_list, parse_size, positive_int, proc_cpu_ticks, random_block,
-                    remove_tree, run_main, start_sshd, tail, write_json, write_slices)
+                    remove_tree, run_main, start_sshd, tail, write_slices)
 
 SUITE_VERSION = "1.0"
 RELAY_PY = os.path.join(HERE, "relay.py")
@@ -712,9 +713,6 @@ def print_result(res, letter, title, started, ended, seconds):
     sys.stdout.flush()
 
 
-def fmt_load(la):
-    return " ".join("%.2f" % x for x in la) if la else "?"
-
 
 # ---------------------------------------------------------------------------
 # Environment and main
@@ -753,9 +751,7 @@ def print_header(env, args, sections):
     for key in ("ssh", "sshfs", "parallel"):
         if key in env:
             print("- %s: %s" % (key, env[key]))
-    print("- workdir: %s (%s on %s)" % (env["workdir"], env["filesystem"], env["mount"]))
-    if env.get("filesystem_note"):
-        print("- NOTE: %s" % env["filesystem_note"])
+    print_workdir(env)
     print("- sections: %s; %d repetition(s) each, tools interleaved round-robin, medians; "
           "page cache %s before every run" % (
               ", ".join(sections), args.reps,
@@ -764,9 +760,7 @@ def print_header(env, args, sections):
     print("- ratio to rsync = median / plain rsync's median in the same table (below 1 "
           "is faster); CPU s = user+system of the tool and all its children (os.wait4); "
           "peak RSS = the largest single process of the tool's tree")
-    print("- load average at start: %s" % fmt_load(env["loadavg_start"]))
-    print()
-    sys.stdout.flush()
+    print_header_end(env)
 
 
 def parse_args(argv):
@@ -824,17 +818,9 @@ def parse_args(argv):
                    help="also run fpsync in copy and checksum (not vendored)")
     p.add_argument("--orig-msrsync", metavar="PATH",
                    help="also run the original msrsync in copy and checksum (not vendored)")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="dataset seed")
-    p.add_argument("--workdir", metavar="DIR",
-                   help="datasets and logs go here and stay (reused by the next run) "
-                        "[a temporary directory under /var/tmp, removed at the end]")
     p.add_argument("--shm", action="store_true", help="temporary directory in /dev/shm")
-    p.add_argument("--verify", action="store_true",
-                   help="local sections: also rsync -ain --delete SRC/ DST/ after each copy")
-    p.add_argument("--no-drop-caches", action="store_true",
-                   help="do not drop the page cache before runs")
-    p.add_argument("--keep", action="store_true", help="keep the temporary workdir")
-    p.add_argument("--json", metavar="OUT", help="write everything as JSON ('-' = stdout)")
+    add_run_options(p, DEFAULT_SEED,
+                    "local sections: also rsync -ain --delete SRC/ DST/ after each copy")
     args = p.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     for key, value in sizes.items():
@@ -931,16 +917,10 @@ def run(args):
                         % args.msrsync)
     print("suite time %.0f s; load average at end: %s" % (env["suite_s"],
                                                          fmt_load(env["loadavg_end"])))
-    for pr in problems:
-        print("FAILURE: " + pr)
-    skipped = [r for r in results if r["skipped"]]
-    for r in skipped:
+    for r in [r for r in results if r["skipped"]]:
         print("skipped: %s: %s" % (r["section"], r["skipped"]))
-    if owned and not args.keep and keep_logs:
-        print("logs kept in %s" % os.path.join(workdir, "runs"))
-    if args.json:
-        write_json(args.json, {"environment": env, "args": vars(args), "results": results,
-                               "problems": problems})
+    report_end(args, env, results, problems, os.path.join(workdir, "runs")
+               if owned and not args.keep and keep_logs else None)
     return 1 if failed or problems else 0
 
 

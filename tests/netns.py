@@ -54,7 +54,7 @@ import time
 import pytest
 
 from remote import (SSHD, _pdeathsig_and_session, _proc_stat, _signal_if_same, _tail,
-                    _write, ssh_missing, stop_process)
+                    _write, ssh_missing, sshd_config_lines, stop_process)
 
 RANGE = ipaddress.ip_network("198.18.0.0/15")   # RFC 2544 benchmarking: nobody's network
 PORT = 22
@@ -181,16 +181,19 @@ def _terminate(procs, timeout=STOP_TIMEOUT):
     live = [(p[0], p[1]) for p in procs if _signal_if_same(p[0], p[1], signal.SIGTERM)]
     for pid, starttime in live:
         _signal_if_same(pid, starttime, signal.SIGCONT)
-    deadline = time.monotonic() + timeout
-    while live and time.monotonic() < deadline:
-        time.sleep(0.05)
-        live = [p for p in live if _alive(*p)]
+    live = _wait_gone(live, timeout)
     for pid, starttime in live:
         _signal_if_same(pid, starttime, signal.SIGKILL)
+    _wait_gone(live, timeout)
+
+
+def _wait_gone(live, timeout):
+    """Wait until the (pid, starttime) processes are gone, or timeout: those left."""
     deadline = time.monotonic() + timeout
     while live and time.monotonic() < deadline:
         time.sleep(0.05)
         live = [p for p in live if _alive(*p)]
+    return live
 
 
 # --------------------------------------------------------------------------- addresses
@@ -340,42 +343,13 @@ class Host(object):
             self._make_no_rsync_bin()
             extra.append("ForceCommand PATH=%s; export PATH; exec /bin/sh -c "
                          "\"$SSH_ORIGINAL_COMMAND\"" % self.no_rsync_bin)
-        _write(self.config, "\n".join([
-            "# msrsync's host tests: the sshd of host %s (namespace %s), key only"
-            % (self.alias, self.netns),
-            "Port %d" % PORT,
-            "ListenAddress %s" % self.address,
-            "AddressFamily inet",
-            "HostKey %s" % host_key,
-            "PidFile %s" % self.pidfile,
-            "AuthorizedKeysFile %s" % authorized_keys,
-            "AllowUsers root",
-            "StrictModes no",
-            "PermitRootLogin prohibit-password",
-            "PubkeyAuthentication yes",
-            "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no",
-            "HostbasedAuthentication no",
-            "UsePAM no",
-            "UseDNS no",
-            # see remote.py: the post-quantum key exchange costs 0.1 s a connection
-            "KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org",
-            "PermitUserEnvironment no",
-            "SetEnv SHLVL=1",
-            "PrintMotd no",
-            "PrintLastLog no",
-            "X11Forwarding no",
-            "AllowTcpForwarding no",
-            "AllowAgentForwarding no",
-            "PermitTTY no",
-            "MaxStartups 200",
-            "MaxSessions 200",
-            "LoginGraceTime 30",
+        _write(self.config, "\n".join(
+            ["# msrsync's host tests: the sshd of host %s (namespace %s), key only"
+             % (self.alias, self.netns)] +
+            sshd_config_lines(PORT, self.address, host_key, self.pidfile,
+                              authorized_keys, "root") +
             # a session whose client is gone (link down) ends within seconds
-            "ClientAliveInterval 2",
-            "ClientAliveCountMax 3",
-            "LogLevel INFO",
-        ] + extra + [""]), 0o644)
+            ["ClientAliveInterval 2", "ClientAliveCountMax 3"] + extra + [""]), 0o644)
 
     def start(self, host_key, authorized_keys):
         os.makedirs(self.directory, exist_ok=True)

@@ -34,6 +34,49 @@ START_TIMEOUT = 15
 STOP_TIMEOUT = 5
 
 
+# --------------------------------------------------------------------------- sshd
+
+def sshd_config_lines(port, address, host_key, pidfile, authorized_keys, user):
+    """The sshd_config of a test sshd: one address and port, one user, key only,
+    quick to log in to, no forwarding, no terminal."""
+    return [
+        "Port %d" % port,
+        "ListenAddress %s" % address,
+        "AddressFamily inet",
+        "HostKey %s" % host_key,
+        "PidFile %s" % pidfile,
+        "AuthorizedKeysFile %s" % authorized_keys,
+        "AllowUsers %s" % user,
+        "StrictModes no",
+        "PermitRootLogin prohibit-password",
+        "PubkeyAuthentication yes",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "HostbasedAuthentication no",
+        "UsePAM no",
+        "UseDNS no",
+        # the post-quantum default key exchange costs a lot of CPU per connection;
+        # the tests open hundreds of them
+        "KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org",
+        "PermitUserEnvironment no",
+        # bash sources ~/.bashrc for a command run through sshd only at shell level 1;
+        # SHLVL=1 makes it level 2: the runner's own dotfiles (and their cost with a
+        # pyenv) stay out of the sessions, as on a stock server
+        "SetEnv SHLVL=1",
+        "PrintMotd no",
+        "PrintLastLog no",
+        "X11Forwarding no",
+        "AllowTcpForwarding no",
+        "AllowAgentForwarding no",
+        "PermitTTY no",
+        # many parallel rsyncs open their sessions at the same moment
+        "MaxStartups 200",
+        "MaxSessions 200",
+        "LoginGraceTime 30",
+        "LogLevel INFO",
+    ]
+
+
 # --------------------------------------------------------------------------- processes
 
 def _pdeathsig_and_session():
@@ -346,44 +389,10 @@ class SshServer(object):
             os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
 
     def _write_config(self):
-        _write(self.config, "\n".join([
-            "# private sshd of msrsync's test suite: loopback only, key only",
-            "Port %d" % self.port,
-            "ListenAddress %s" % LOOPBACK,
-            "AddressFamily inet",
-            "HostKey %s" % self.host_key,
-            "PidFile %s" % self.pidfile,
-            "AuthorizedKeysFile %s" % self.authorized_keys,
-            "AllowUsers %s" % user_name(),
-            "StrictModes no",
-            "PermitRootLogin prohibit-password",
-            "PubkeyAuthentication yes",
-            "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no",
-            "HostbasedAuthentication no",
-            "UsePAM no",
-            "UseDNS no",
-            # the post-quantum default key exchange costs 0.1 s per connection here; the
-            # tests open hundreds of them
-            "KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org",
-            "PermitUserEnvironment no",
-            # bash sources ~/.bashrc for a command run through sshd only at shell level
-            # 1; SHLVL=1 makes it level 2: the runner's own dotfiles (and their cost, 0.1 s
-            # per session with a pyenv) stay out of the sessions, as on a stock server
-            "SetEnv SHLVL=1",
-            "PrintMotd no",
-            "PrintLastLog no",
-            "X11Forwarding no",
-            "AllowTcpForwarding no",
-            "AllowAgentForwarding no",
-            "PermitTTY no",
-            # many parallel rsyncs open their sessions at the same moment
-            "MaxStartups 200",
-            "MaxSessions 200",
-            "LoginGraceTime 30",
-            "LogLevel INFO",
-            "",
-        ]), 0o644)
+        _write(self.config, "\n".join(
+            ["# private sshd of msrsync's test suite: loopback only, key only"] +
+            sshd_config_lines(self.port, LOOPBACK, self.host_key, self.pidfile,
+                              self.authorized_keys, user_name()) + [""]), 0o644)
 
     def start(self, attempts=5):
         error = None

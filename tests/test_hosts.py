@@ -175,6 +175,18 @@ class Watch(object):
         return self
 
 
+def finish_like_rsync(run):
+    """Wait for a Run: exit 0, no traceback, DEST as rsync's; clean up either way."""
+    try:
+        cp = run.wait()
+        assert cp.returncode == 0, describe(cp)
+        no_traceback(cp)
+        run.compare()
+    finally:
+        run.end()
+    return cp
+
+
 class Run(object):
     """One differential run with msrsync in the background: the oracle first (plain
     rsync OPTS), then msrsync MSRSYNC_OPTS --rsync "OPTS + SLOWER" SRCS msrsync/dest.
@@ -353,13 +365,7 @@ def test_three_hosts_copy_the_tree_like_rsync_and_each_runs_buckets(tmp_path, ho
     run = Run(tmp_path, [slash(hosts_src)], OPTS,
               ["-p", "2", "-f", "20", "--stats", "--json", summary] + host_opts(hosts),
               watch=hosts)
-    try:
-        cp = run.wait()
-        assert cp.returncode == 0, describe(cp)
-        no_traceback(cp)
-        run.compare()
-    finally:
-        run.end()
+    cp = finish_like_rsync(run)
     after = copies(hosts, tmp_path)
     assert all(after[a] > before[a] for a in after), (before, after)
     assert all(run.watch.most[a] <= 2 for a in after), run.watch.most
@@ -426,13 +432,7 @@ def test_ip_netns_exec_as_host_shell_with_this_machine_mixed_in(tmp_path, hosts,
     run = Run(tmp_path, [slash(hosts_src)], OPTS,
               ["-p", "1", "-f", "20", "--json", summary, "--hosts", ":,%s:2" % ns.netns,
                "--host-shell", "ip netns exec"], slower=["--bwlimit=2000"], watch=[ns])
-    try:
-        cp = run.wait()
-        assert cp.returncode == 0, describe(cp)
-        no_traceback(cp)
-        run.compare()
-    finally:
-        run.end()
+    finish_like_rsync(run)
     assert run.watch.seen[ns.alias], "no rsync seen in namespace %s" % ns.netns
     assert run.watch.most[ns.alias] <= 2, run.watch.most
     assert netns.sessions(ns) == sessions and len(ns.rsync_calls()) == calls, \
@@ -488,13 +488,7 @@ def test_hostfile_with_comments_and_blank_lines(tmp_path, hosts, hosts_src):
     run = Run(tmp_path, [slash(hosts_src)], OPTS,
               ["-p", "2", "-f", "20", "--json", summary, "--hostfile", hostfile,
                "--host-shell", hosts.shell], watch=hosts)
-    try:
-        cp = run.wait()
-        assert cp.returncode == 0, describe(cp)
-        no_traceback(cp)
-        run.compare()
-    finally:
-        run.end()
+    finish_like_rsync(run)
     after = copies(hosts, tmp_path)
     assert all(after[a] > before[a] for a in after), (before, after)
     assert run.watch.most["h3"] <= 1, run.watch.most
