@@ -230,6 +230,23 @@ def test_push_over_ssh(tmp_path, sshd_server, small_src, slash):
                         ["-p", "2", "-f", "40"])
 
 
+def test_push_over_ssh_from_worker_hosts(tmp_path, sshd_server, small_src):
+    """A remote DEST with --hosts: each host runs the rsync that pushes to it (here two
+    hosts whose shell notes its calls and runs sh on this machine)."""
+    log = tmp_path / "shell.log"
+    shell = tmp_path / "shell"
+    shell.write_text("#!/bin/sh\nprintf '%s\\n' \"$1\" >> " + shlex.quote(str(log)) +
+                     "\nshift\nexec \"$@\"\n")
+    shell.chmod(0o755)
+    remote_differential(tmp_path, [with_slash(small_src)], sshd_server.remote,
+                        ssh_opts(sshd_server),
+                        ["-p", "1", "-f", "10", "--hosts", "fake1:2,fake2",
+                         "--host-shell", str(shell)])
+    calls = log.read_text().split()
+    # the check of each host, then buckets on both
+    assert calls.count("fake1") > 1 and calls.count("fake2") > 1, calls
+
+
 @pytest.mark.parametrize("opts", [["-rlt", "-E"], ["-rlt"], ["-a"]])
 def test_push_makes_read_only_dirs_as_rsync_does_without_p(tmp_path, sshd_server, opts):
     """Over ssh (or as a non-root user) the copies get --chmod=Du+w, and the directory
