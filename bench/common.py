@@ -714,3 +714,31 @@ def report_end(args, env, results, problems, logs=None):
     if args.json:
         write_json(args.json, {"environment": env, "args": vars(args), "results": results,
                                "problems": problems})
+
+
+def print_results(res, outlier_factor, more_lines=()):
+    """A section's notes (its lines, then more_lines), its table, then its
+    outliers and failures, if any; or why it was skipped."""
+    print()
+    if res["skipped"]:
+        print("skipped: %s" % res["skipped"])
+        print()
+        sys.stdout.flush()
+        return
+    for line in list(res["lines"]) + list(more_lines):
+        print("- " + line)
+    print()
+    print(res["table"])
+    if res["outliers"]:
+        print()
+        print("OUTLIERS (slower than %g x their median; kept in the figures):"
+              % outlier_factor)
+        for o in res["outliers"]:
+            print("- " + o)
+    if res["failures"]:
+        print()
+        print("FAILURES:")
+        for f in res["failures"]:
+            print("- " + f.replace("\n", "\n    "))
+    print()
+    sys.stdout.flush()

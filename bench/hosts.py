@@ -61,6 +61,7 @@ sys.path.insert(0, HERE)
 import bench  # noqa: E402
 import suite  # noqa: E402
 from common import (MiB, BenchError, Spawner, add_run_options, fmt_load,  # noqa: E402
+                    print_results,
                     print_header_end, print_workdir, report_end, cached_tree, command_prefix,
                     cpu_model, dataset_layout, describe_exit, file_digest,
                     filesystem_note, filesystem_of, first_line_of, fmt_seconds, load_servers,
@@ -550,29 +551,7 @@ def case_result(case, title, lines, rows, runs, failures, outliers, with_scenari
 
 def print_result(res):
     print("## %s" % res["title"])
-    print()
-    if res["skipped"]:
-        print("skipped: %s" % res["skipped"])
-        print()
-        sys.stdout.flush()
-        return
-    for line in res["lines"]:
-        print("- " + line)
-    print()
-    print(res["table"])
-    if res["outliers"]:
-        print()
-        print("OUTLIERS (slower than %g x their median; kept in the figures):"
-              % OUTLIER_FACTOR)
-        for o in res["outliers"]:
-            print("- " + o)
-    if res["failures"]:
-        print()
-        print("FAILURES:")
-        for f in res["failures"]:
-            print("- " + f.replace("\n", "\n    "))
-    print()
-    sys.stdout.flush()
+    print_results(res, OUTLIER_FACTOR)
 
 
 def host_spread(rows):
@@ -973,15 +952,10 @@ def run(args):
             "%.1f" % stats["cpu_s"] if stats.get("cpu_s") is not None else "?"))
     print("benchmark time %.0f s; load average at end: %s" % (env["total_s"],
                                                              fmt_load(env["loadavg_end"])))
-    report_end(args, env, results, problems, os.path.join(workdir, "runs")
-               if owned and not args.keep and keep_logs else None)
+    logs = os.path.join(workdir, "runs") if owned and not args.keep and keep_logs else None
+    report_end(args, env, results, problems, logs)
     return 1 if failed or problems else 0
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    return run_main("hosts.py", run, args)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("hosts.py", run, parse_args(sys.argv[1:])))

@@ -50,6 +50,7 @@ sys.path.insert(0, HERE)
 import bench  # noqa: E402
 import remote  # noqa: E402
 from common import (MiB, BenchError, Spawner, add_run_options, fmt_load,  # noqa: E402
+                    print_results,
                     print_header_end, print_workdir, report_end, build_dataset, cached_tree,
                     command_prefix, cpu_model, dataset_layout, file_digest, filesystem_note,
                     filesystem_of, first_line_of, fmt_seconds, load_servers, loadavg, log, mib,
@@ -686,31 +687,8 @@ def print_result(res, letter, title, started, ended, seconds):
     if res["title"]:
         head += " — " + res["title"]
     print(head)
-    print()
-    if res["skipped"]:
-        print("skipped: %s" % res["skipped"])
-        print()
-        sys.stdout.flush()
-        return
-    for line in res["lines"]:
-        print("- " + line)
-    print("- %.0f s; load average at start %s, at end %s" % (seconds, fmt_load(started),
-                                                            fmt_load(ended)))
-    print()
-    print(res["table"])
-    if res["outliers"]:
-        print()
-        print("OUTLIERS (slower than %g x their median; kept in the figures):"
-              % bench.OUTLIER_FACTOR)
-        for o in res["outliers"]:
-            print("- " + o)
-    if res["failures"]:
-        print()
-        print("FAILURES:")
-        for f in res["failures"]:
-            print("- " + f.replace("\n", "\n    "))
-    print()
-    sys.stdout.flush()
+    print_results(res, bench.OUTLIER_FACTOR, ["%.0f s; load average at start %s, at end %s"
+                                              % (seconds, fmt_load(started), fmt_load(ended))])
 
 
 
