@@ -11,7 +11,7 @@ from helpers import MANPAGE, README, load_msrsync, run_msrsync, text
 # The table of SPEC.md (authoritative interface): code -> meaning; 255 (the remote
 # shell failed, as rsync passes ssh's code on) came with remote ends (issue 4).
 SPEC_EXIT_CODES = {0, 1, 2, 3, 4, 5, 6, 10, 11, 12, 13, 14, 20, 21, 22, 23, 24, 25, 30, 35,
-                   40, 41, 42, 43, 255}
+                   40, 41, 42, 43, 44, 255}
 
 
 def code_table():
