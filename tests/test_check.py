@@ -330,7 +330,7 @@ def run_check(srcs, dest, rsync_opts=None, msrsync_opts=(), watch=None, json_dir
         if expect_rc in (0, DIFFERENT):
             rsyncs = set(text(oracle.stdout + oracle.stderr).splitlines()) - set(expected)
             others = [l for l in stderr_lines(cp) if l != line and l not in rsyncs and
-                      not (progress and re.match(r"^\[\d+/\d+ entries\]", l))]
+                      not (progress and re.match(r"^\[\d+/\d+\+? entries\]", l))]
             assert others == [], describe(cp)
     return Check(cp=cp, oracle=oracle, lines=lines, expected=expected, summary=summary,
                  counts=counts, json_path=json_path)
