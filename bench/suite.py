@@ -19,6 +19,12 @@ Standard library only, Python 3.6+, Linux. Sections (--only takes their names or
                 which delays each direction by 0.5 ms; rsync against msrsync -p
                 1/2/4/8/16 and `find | parallel -j N rsync` (when GNU parallel is there)
   g   scaling   msrsync -p 1/2/4/8/16 against rsync on the small-file tree
+  h   longtail  a few big files the scan finds last, behind many small ones (20,000 files
+                of 16 KiB, then 3 of 256 MiB), 32 MiB/s a stream: rsync, the biggest file alone, the ideal,
+                msrsync -p 4 at git revision --old-rev and the working tree's (longtail.py)
+  i   check     --check: a copy of the small-file tree plus 64 files of 16 MiB, with 30 known
+                differences: rsync -a [-c] -n -i --delete against msrsync --check -p 1/2/4
+                --rsync "-a [-c]", page cache warm (check.py)
 
 Every section interleaves its tools round-robin over the repetitions, reports medians,
 ratios to plain rsync from the same run, CPU time and peak RSS (os.wait4 of each run),
@@ -48,6 +54,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402
+import check  # noqa: E402
+import longtail  # noqa: E402
 import remote  # noqa: E402
 from common import (MiB, BenchError, Spawner, add_run_options, fmt_load,  # noqa: E402
                     print_results,
@@ -69,15 +77,21 @@ SECTIONS = [
     ("ssh", "e", "ssh cipher and compression options"),
     ("sshfs", "f", "latency-bound source: sshfs through a delaying relay (an NFS stand-in)"),
     ("scaling", "g", "`-p` scaling on the small-file tree"),
+    ("longtail", "h", "long tail: big files found last"),
+    ("check", "i", "`--check`: verifying a copy"),
 ]
 LETTERS = {"a": "copy", "b": "copy", "a/b": "copy", "c": "checksum", "d": "compress",
-           "e": "ssh", "f": "sshfs", "g": "scaling"}
+           "e": "ssh", "f": "sshfs", "g": "scaling", "h": "longtail",
+           "i": "check"}
 
 # full and --quick sizes; an option given on the command line wins over both
 FULL = {"files": 100000, "mixed_size": "1G", "mixed_files": 20000, "big_size": "4G",
-        "text_size": "1G", "sshfs_files": 5000, "reps": 3}
+        "text_size": "1G", "sshfs_files": 5000, "reps": 3,
+        "longtail_small": longtail.FULL["small"], "longtail_big_size": longtail.FULL["big_size"]}
 QUICK = {"files": 5000, "mixed_size": "128M", "mixed_files": 2000, "big_size": "256M",
-         "text_size": "64M", "sshfs_files": 300, "reps": 1}
+         "text_size": "64M", "sshfs_files": 300, "reps": 1,
+         "longtail_small": longtail.QUICK["small"],
+         "longtail_big_size": longtail.QUICK["big_size"]}
 DEFAULT_SEED = 20240601          # bench.py's: the same small-file tree
 MIXED_MIN, MIXED_MAX = 5 * MiB, 60 * MiB
 SSH_VARIANTS = ["-c aes128-ctr -o Compression=no", "-o Compression=yes",
@@ -195,12 +209,14 @@ def space_needed(args, sections):
     """Bytes the datasets of SECTIONS take, plus the largest DEST and a margin."""
     sizes = {"small": args.files * 6 * 1024, "mixed": args.mixed_size + args.mixed_files * 6144,
              "bigfile": args.big_size, "text": args.text_size,
-             "sshfs": args.sshfs_files * 6 * 1024}
+             "sshfs": args.sshfs_files * 6 * 1024,
+             "longtail": args.longtail_small * 16384 + 3 * args.longtail_big_size,
+             "check": check.space_needed(check_args(args)) // 2}
     used = set()
     for s in sections:
         used.update({"copy": args.copy_data, "checksum": args.checksum_data,
                      "compress": ["text"], "ssh": ["text"], "sshfs": ["sshfs"],
-                     "scaling": ["small"]}[s])
+                     "scaling": ["small"], "longtail": ["longtail"], "check": ["check"]}[s])
     total = sum(sizes[u] for u in used)
     return total + max([sizes[u] for u in used] or [0]) + 256 * MiB
 
@@ -612,8 +628,40 @@ def section_scaling(suite):
                    r["table"], r["rows"], r["runs"], r["failures"], r["outliers"])]
 
 
+def section_longtail(suite):
+    """longtail.py's case, its tree in the suite's work directory."""
+    a = suite.args
+    largs = longtail.parse_args(
+        ["--reps", str(a.reps), "--msrsync", a.msrsync, "--rsync", a.rsync,
+         "--small", str(a.longtail_small), "--big-size", str(a.longtail_big_size),
+         "--old-rev", a.old_rev, "--seed", str(a.seed + 60)]
+        + (["--no-drop-caches"] if a.no_drop_caches else [])
+        + (["--verify"] if a.verify else []))
+    r = longtail.run_case(largs, suite.workdir, suite.spawner)
+    return [result("longtail", r["about"], r["lines"], r["table"], r["rows"], r["runs"],
+                   r["failures"], r["outliers"])]
+
+
+def check_args(a):
+    """check.py's arguments for section i: the suite's --files, --reps, seed + 70, and
+    check.py's bigger files (full or --quick)."""
+    return check.parse_args(
+        (["--quick"] if a.quick else [])
+        + ["--files", str(a.files), "--reps", str(a.reps), "--msrsync", a.msrsync,
+           "--rsync", a.rsync, "--procs", join_ints(a.procs), "--seed", str(a.seed + 70)]
+        + (["--verify"] if a.verify else []))
+
+
+def section_check(suite):
+    """check.py's case, its trees in the suite's work directory (page cache kept warm)."""
+    r = check.run_case(check_args(suite.args), suite.workdir, suite.spawner)
+    return [result("check", r["about"], r["lines"], r["table"], r["rows"], r["runs"],
+                   r["failures"], r["outliers"])]
+
+
 RUNNERS = {"copy": section_copy, "checksum": section_checksum, "compress": section_compress,
-           "ssh": section_ssh, "sshfs": section_sshfs, "scaling": section_scaling}
+           "ssh": section_ssh, "sshfs": section_sshfs, "scaling": section_scaling,
+           "longtail": section_longtail, "check": section_check}
 
 
 # ---------------------------------------------------------------------------
@@ -752,10 +800,11 @@ def parse_args(argv):
                        "%s %s" % (k, v) for k, v in sorted(QUICK.items())))
     p.add_argument("--only", metavar="SECTION[,SECTION]",
                    help="run these sections only [all]: copy, checksum, compress, ssh, "
-                        "sshfs, scaling (or a, b, c, d, e, f, g)")
+                        "sshfs, scaling, longtail, check (or a, b, c, d, e, f, g, h, i)")
     p.add_argument("--reps", type=positive_int, help="repetitions [3, quick 1]")
     p.add_argument("--files", type=positive_int,
-                   help="small-file tree (copy, checksum, scaling) [100000, quick 5000]")
+                   help="small-file tree (copy, checksum, scaling, check) "
+                        "[100000, quick 5000]")
     p.add_argument("--mixed-size", type=parse_size, metavar="SIZE",
                    help="mixed tree's bytes, K/M/G [1G, quick 128M]")
     p.add_argument("--mixed-files", type=positive_int,
@@ -771,7 +820,7 @@ def parse_args(argv):
     p.add_argument("--checksum-data", default="small,mixed", metavar="LIST",
                    help="trees of the checksum section [small,mixed]")
     p.add_argument("--procs", type=parse_int_list, default=[1, 2, 4], metavar="N,N",
-                   help="msrsync -p in copy and checksum [1,2,4]")
+                   help="msrsync -p in copy, checksum and check [1,2,4]")
     p.add_argument("--ssh-procs", type=parse_int_list, default=[2, 4], metavar="N,N",
                    help="msrsync -p in compress [2,4]")
     p.add_argument("--cipher-procs", type=parse_int_list, default=[2], metavar="N,N",
@@ -782,6 +831,15 @@ def parse_args(argv):
                    metavar="N,N", help="parallel -j in sshfs [4,8,16]")
     p.add_argument("--scaling-procs", type=parse_int_list, default=[1, 2, 4, 8, 16],
                    metavar="N,N", help="msrsync -p in scaling [1,2,4,8,16]")
+    p.add_argument("--longtail-small", type=positive_int, metavar="N",
+                   help="longtail: small files before the big ones [%d, quick %d]"
+                   % (longtail.FULL["small"], longtail.QUICK["small"]))
+    p.add_argument("--longtail-big-size", type=parse_size, metavar="SIZE",
+                   help="longtail: each of the 3 big files [%s, quick %s]"
+                   % (longtail.FULL["big_size"], longtail.QUICK["big_size"]))
+    p.add_argument("--old-rev", default=longtail.DEFAULT_OLD_REV, metavar="REV",
+                   help="longtail: git revision of the msrsync compared with --msrsync [%s]"
+                   % longtail.DEFAULT_OLD_REV)
     p.add_argument("--levels", type=lambda t: [int(v) for v in t.split(",")],
                    default=[0, 1, 6, 9], metavar="N,N", help="zlib levels [0,1,6,9]")
     p.add_argument("--ssh-options", action="append", metavar="OPTS",
