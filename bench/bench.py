@@ -30,7 +30,6 @@ the original msrsync (pass --fpsync / --orig-msrsync to include them), and it
 measures only local copies.
 """
 
-import argparse
 import collections
 import json
 import os
@@ -48,10 +47,12 @@ sys.path.insert(0, HERE)
 # the helpers shared with remote.py and suite.py; mirror.py imports build_dataset and
 # settle_caches from here
 from common import (HWM_SAMPLE_SECONDS, BenchError, Spawner,  # noqa: E402,F401
-                    build_dataset, command_prefix, count_tree, dataset_layout, file_digest,
-                    filesystem_note, filesystem_of, first_line_of, fmt_seconds,
-                    is_python_script, loadavg, log, measure, mib, parse_int_list,
-                    positive_int, remove_tree, run_main, settle_caches, tail, write_json)
+                    build_dataset, changed_since, command_prefix, compare_copy, count_tree,
+                    dataset_layout, file_digest, filesystem_note, filesystem_of,
+                    find_slow_runs, first_line_of, fmt_seconds, is_python_script, loadavg,
+                    log, make_workdir, measure, mib, note_failure, ok_note, parse_int_list,
+                    positive_int, remove_tree, rotation, run_main, script_parser,
+                    settle_caches, summary_row, tail, write_json)
 
 # ---------------------------------------------------------------------------
 # Constants
@@ -245,29 +246,8 @@ def check_copy(src, dst, expected, args, log_path):
     """Cheap check (counts and bytes), plus `rsync -ain --delete` with
     --verify: rsync then itemizes every difference, including directory
     mtimes and modes, so empty output means DST is what rsync would leave."""
-    problems = []
-    try:
-        got = count_tree(dst)
-    except OSError as exc:
-        return ["cannot walk DEST: %s" % exc]
-    for field in ("files", "dirs", "symlinks", "bytes"):
-        if getattr(got, field) != getattr(expected, field):
-            problems.append("%s: DEST %d, SRC %d"
-                            % (field, getattr(got, field), getattr(expected, field)))
-    if args.verify:
-        argv = [args.rsync, "-ain", "--delete", "--numeric-ids",
-                src.rstrip("/") + "/", dst.rstrip("/") + "/"]
-        try:
-            out = subprocess.check_output(argv, stderr=subprocess.STDOUT)
-        except subprocess.CalledProcessError as exc:
-            out = exc.output + ("\n(rsync exited %d)" % exc.returncode).encode()
-        if out.strip():
-            lines = out.decode("utf-8", "replace").splitlines()
-            problems.append("rsync -ain --delete lists %d difference(s), e.g. %s"
-                            % (len(lines), "; ".join(lines[:3])))
-            with open(log_path, "ab") as f:
-                f.write(b"--- verify differences ---\n" + out)
-    return problems
+    return compare_copy(src, dst, expected, args.rsync, args.verify, log_path,
+                        ["--numeric-ids"])
 
 
 def run_one(tool, scenario, rep, src, dst, expected, args, workdir, spawner, runs,
@@ -305,10 +285,7 @@ def run_one(tool, scenario, rep, src, dst, expected, args, workdir, spawner, run
     log("rep %d  %-18s %-18s %7.2fs  cpu %6.2fs  rss %6.1f MiB  %s  (untimed prep %.1fs)"
         % (rep, tool.label, scenario, m.wall, m.user + m.sys,
            mib(m.maxrss_kib), status, prep))
-    if problems:
-        failures.append("%s, %s, rep %d: %s" % (tool.label, scenario, rep,
-                                                "; ".join(problems)))
-        log("  " + "; ".join(problems).replace("\n", "\n  "))
+    note_failure(failures, "%s, %s, rep %d" % (tool.label, scenario, rep), problems)
     return record
 
 
@@ -342,8 +319,7 @@ def run_benchmark(tools, src, expected, args, workdir, spawner):
     if args.rerun_only:
         make_uptodate(src, dst, expected, args, workdir)
     for rep in range(1, args.reps + 1):
-        k = (rep - 1) % len(tools)
-        order = tools[k:] + tools[:k]
+        order = rotation(tools, rep)
         log("repetition %d/%d: %s" % (rep, args.reps, ", ".join(t.label for t in order)))
         for tool in order:
             if args.rerun_only:
@@ -373,16 +349,11 @@ def summarize(tools, runs):
     for scenario in scenarios:
         base = None
         for tool in tools:
-            mine = [r for r in runs if r["tool"] == tool.label
-                    and r["scenario"] == scenario]
-            good = [r for r in mine if r["ok"]]
-            row = {"scenario": scenario, "tool": tool.label, "runs": len(mine),
-                   "ok_runs": len(good)}
+            row, good = summary_row([r for r in runs if r["tool"] == tool.label
+                                     and r["scenario"] == scenario],
+                                    {"scenario": scenario, "tool": tool.label})
             if good:
-                walls = [r["wall_s"] for r in good]
                 row.update({
-                    "median_s": statistics.median(walls), "min_s": min(walls),
-                    "max_s": max(walls),
                     "cpu_median_s": statistics.median(r["cpu_s"] for r in good),
                     "peak_rss_mib": mib(max(r["maxrss_kib"] for r in good)),
                     "self_hwm_mib": mib(max(r["self_hwm_kib"] for r in good)),
@@ -397,18 +368,9 @@ def summarize(tools, runs):
 
 
 def find_outliers(runs, rows):
-    """Successful runs slower than OUTLIER_FACTOR x their row's median: on a
-    shared machine they are usually noise, but a stall inside the tool looks
-    the same, so they are listed (with their CPU time) rather than hidden."""
-    medians = {(r["scenario"], r["tool"]): r["median_s"] for r in rows if "median_s" in r}
-    out = []
-    for run in runs:
-        median = medians.get((run["scenario"], run["tool"]))
-        if run["ok"] and median and run["wall_s"] > OUTLIER_FACTOR * median:
-            out.append("%s, %s, rep %d: %.2f s (median %.2f s), CPU %.2f s, log %s"
-                       % (run["tool"], run["scenario"], run["rep"], run["wall_s"],
-                          median, run["cpu_s"], run["log"]))
-    return out
+    """Successful runs slower than OUTLIER_FACTOR x their row's median (find_slow_runs)."""
+    return find_slow_runs(runs, rows, ("scenario", "tool"),
+                          lambda r: "%s, %s" % (r["tool"], r["scenario"]), OUTLIER_FACTOR)
 
 
 def markdown_table(rows):
@@ -421,9 +383,8 @@ def markdown_table(rows):
                        % (r["scenario"], r["tool"], r["ok_runs"], r["runs"]))
             continue
         ratio = "%.2f" % r["ratio_to_rsync"] if r.get("ratio_to_rsync") else "-"
-        note = "" if r["ok_runs"] == r["runs"] else " (%d/%d ok)" % (r["ok_runs"], r["runs"])
         out.append("| %s | %s%s | %s | %s | %s | %s | %s | %.1f |" % (
-            r["scenario"], r["tool"], note, fmt_seconds(r["median_s"]),
+            r["scenario"], r["tool"], ok_note(r), fmt_seconds(r["median_s"]),
             fmt_seconds(r["min_s"]), fmt_seconds(r["max_s"]), ratio,
             fmt_seconds(r["cpu_median_s"]), r["peak_rss_mib"]))
     return "\n".join(out)
@@ -602,17 +563,14 @@ def run_memory(args):
 # ---------------------------------------------------------------------------
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(
-        prog="bench.py",
-        description="Benchmark msrsync against plain rsync on many small files.",
-        epilog="examples:\n"
-               "  python3 bench/bench.py --quick\n"
-               "  python3 bench/bench.py --json bench-full.json\n"
-               "  python3 bench/bench.py --tools rsync --quick\n"
-               "  python3 bench/bench.py --rerun-only --rsync-opts=-ac   # -c re-check\n"
-               "  python3 bench/bench.py --memory\n"
-               "  python3 bench/suite.py --help   # the other datasets and sections",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = script_parser(
+        "bench.py", "Benchmark msrsync against plain rsync on many small files.", [
+            "python3 bench/bench.py --quick",
+            "python3 bench/bench.py --json bench-full.json",
+            "python3 bench/bench.py --tools rsync --quick",
+            "python3 bench/bench.py --rerun-only --rsync-opts=-ac   # -c re-check",
+            "python3 bench/bench.py --memory",
+            "python3 bench/suite.py --help   # the other datasets and sections"])
     p.add_argument("--quick", action="store_true",
                    help="small run, under 5 minutes (%d files)" % DEFAULT_FILES_QUICK)
     p.add_argument("--memory", action="store_true",
@@ -677,12 +635,8 @@ def run_copy_benchmark(args):
     """The default mode: dataset, interleaved runs, table.  Returns the exit
     status: 0 all good, 1 a run failed (or msrsync changed under us)."""
     tools = make_tools(args)
-    if args.workdir:
-        os.makedirs(args.workdir, exist_ok=True)
-        workdir, owned = args.workdir, False
-    else:
-        base = os.environ.get("SHM", "/dev/shm") if args.shm else "/var/tmp"
-        workdir, owned = tempfile.mkdtemp(prefix="msrsync-bench-", dir=base), True
+    base = os.environ.get("SHM", "/dev/shm") if args.shm else "/var/tmp"
+    workdir, owned = make_workdir(args.workdir, "msrsync-bench-", base)
     runs, failures, logs_kept = [], [], False
     try:
         env = environment(args, workdir, tools)
@@ -705,9 +659,8 @@ def run_copy_benchmark(args):
             else:
                 remove_tree(workdir)
     env["loadavg_end"] = loadavg()
-    if "msrsync_sha256" in env and file_digest(args.msrsync) != env["msrsync_sha256"]:
-        failures.append("%s changed while the benchmark ran: the figures mix versions"
-                        % args.msrsync)
+    if "msrsync_sha256" in env:
+        failures += changed_since(args.msrsync, env["msrsync_sha256"])
     rows = summarize(tools, runs)
     outliers = find_outliers(runs, rows)
     dropped = sum(1 for r in runs if r["cache_dropped"])

@@ -40,10 +40,7 @@ gives the medians and the ratio to plain rsync's median for the same check.
 
 import argparse
 import collections
-import hashlib
-import json
 import os
-import platform
 import random
 import re
 import shlex
@@ -51,18 +48,21 @@ import stat
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import (MiB, BenchError, Spawner, add_run_options, build_dataset,  # noqa: E402
-                    cached_tree, command_prefix, cpu_model, dataset_layout,
-                    describe_exit, file_digest, filesystem_note, filesystem_of,
-                    first_line_of, fmt_load, fmt_seconds, loadavg, log, measure,
-                    mem_available, mib, parse_int_list, parse_size, positive_int,
-                    print_header_end, print_results, print_workdir, random_block,
-                    remove_tree, report_end, run_main, settle_caches, tail, write_slices)
+from common import MiB, BenchError, add_quick_option, add_run_options  # noqa: E402
+from common import add_tool_options, build_dataset, cached_tree, changed_since  # noqa: E402
+from common import command_prefix, dataset_layout, describe_exit, exit_problem  # noqa: E402
+from common import file_digest, fill_sizes, find_slow_runs, fmt_ratio  # noqa: E402
+from common import fmt_seconds, human_size, log, make_run_dirs, measure  # noqa: E402
+from common import median_or_none, mib, msrsync_version, note_failure, ok_note  # noqa: E402
+from common import parse_int_list, parse_size, positive_int  # noqa: E402
+from common import print_header_start, random_block, read_json, remove_tree  # noqa: E402
+from common import report_case, require_msrsync, rotation, run_case_alone  # noqa: E402
+from common import run_main, run_paths, run_record, run_rounds, script_parser  # noqa: E402
+from common import settle_caches, summary_row, tree_digest, write_slices  # noqa: E402
 
 CHECK_VERSION = "1.0"
 REPO = os.path.dirname(HERE)
@@ -124,27 +124,7 @@ def build_tree(root, files, big_count, big_size, seed):
 def manifest(root):
     """sha256 over every entry below ROOT (root itself too, as "."): relative path, type,
     size for files, mode and mtime in ns, sorted by path."""
-    lines = []
-    stack = [""]
-    while stack:
-        rel = stack.pop()
-        with os.scandir(os.path.join(root, rel) if rel else root) as it:
-            for entry in it:
-                name = rel + "/" + entry.name if rel else entry.name
-                st = entry.stat(follow_symlinks=False)
-                if stat.S_ISDIR(st.st_mode):
-                    kind, size = "d", 0
-                    stack.append(name)
-                elif stat.S_ISREG(st.st_mode):
-                    kind, size = "f", st.st_size
-                else:
-                    kind, size = "o", 0
-                lines.append("%s\0%s\0%d\0%o\0%d" % (name, kind, size,
-                                                     stat.S_IMODE(st.st_mode), st.st_mtime_ns))
-    st = os.stat(root)
-    lines.append(".\0d\0\0%o\0%d" % (stat.S_IMODE(st.st_mode), st.st_mtime_ns))
-    lines.sort()
-    return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
+    return tree_digest(root, ns=True, with_root=True)
 
 
 def regular_files(root):
@@ -257,11 +237,11 @@ def prepare(a, workdir):
 
 def describe_tree(a, count):
     small = count.bytes - a.big_count * a.big_size
-    bigs = " and %d of %s (random bytes)" % (a.big_count, human(a.big_size)) \
+    bigs = " and %d of %s (random bytes)" % (a.big_count, human_size(a.big_size)) \
         if a.big_count else ""
     return ("%s files of 0-8 KiB (%.0f MiB)%s in %s directories, %s in all" % (
         format(a.files, ","), small / float(MiB), bigs, format(count.dirs, ","),
-        human(count.bytes)))
+        human_size(count.bytes)))
 
 
 def describe_changes(changes, bigs):
@@ -273,16 +253,6 @@ def describe_changes(changes, bigs):
             "files added; the directories' mtimes put back" % (
                 len(changes["content"]), nbig["content"], len(changes["time"]),
                 nbig["time"], len(changes["missing"]), len(changes["extra"])))
-
-
-def human(nbytes):
-    """4 KiB, 16 MiB, 1.5 GiB."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", MiB), ("KiB", 1024)):
-        if nbytes >= size:
-            if nbytes % size == 0:
-                return "%d %s" % (nbytes // size, unit)
-            return "%.1f %s" % (nbytes / float(size), unit)
-    return "%d bytes" % nbytes
 
 
 def space_needed(a):
@@ -416,14 +386,6 @@ def read_text(path):
         return ""
 
 
-def read_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
 def verify_run(ctx, tool, code, out_path, log_path, json_path):
     """What is wrong with a finished run; [] when it is right.  Also returns the number
     of item lines and of the other lines of its stdout."""
@@ -431,8 +393,7 @@ def verify_run(ctx, tool, code, out_path, log_path, json_path):
     problems = []
     want = 44 if tool.kind == "msrsync" else 0
     if code != want:
-        problems.append("%s, expected %d; last lines of %s:\n%s" % (
-            describe_exit(code), want, log_path, tail(log_path)))
+        problems.append(exit_problem(code, log_path, want))
     items, others = split_items(read_text(out_path))
     if tool.kind == "msrsync" and others:
         problems.append("%d line(s) of its stdout are no item lines, e.g. %r"
@@ -469,12 +430,9 @@ def verify_run(ctx, tool, code, out_path, log_path, json_path):
 
 def run_one(ctx, tool, rep, runs, failures):
     a, d, data = ctx["args"], ctx["dir"], ctx["data"]
-    slug = "".join(c if c.isalnum() or c in ".-" else "_"
-                   for c in "%s-%s" % (tool.check, tool.label))
-    log_path = os.path.join(d, "logs", "%s-rep%d.log" % (slug, rep))
-    out_path = os.path.join(d, "logs", "%s-rep%d.out" % (slug, rep))
-    json_path = os.path.join(d, "json", "%s-rep%d.json" % (slug, rep)) \
-        if tool.kind == "msrsync" else None
+    log_path, json_path = run_paths(d, "%s-%s" % (tool.check, tool.label), rep,
+                                    tool.kind == "msrsync")
+    out_path = log_path[:-len(".log")] + ".out"
     for path in (log_path, out_path, json_path):     # a --workdir's earlier ones
         if path:
             remove_tree(path)
@@ -486,43 +444,32 @@ def run_one(ctx, tool, rep, runs, failures):
     summary = read_json(json_path) if json_path else None
     problems, nitems, nothers = verify_run(ctx, tool, m.exit_code, out_path, log_path,
                                            json_path)
-    record = {
-        "rep": rep, "tool": tool.label, "check": tool.check, "kind": tool.kind,
-        "procs": tool.procs, "argv": argv, "wall_s": m.wall, "cpu_user_s": m.user,
-        "cpu_sys_s": m.sys, "cpu_s": m.user + m.sys, "maxrss_kib": m.maxrss_kib,
-        "exit_code": m.exit_code, "cache_dropped": dropped, "untimed_prep_s": prep,
-        "loadavg_after": loadavg(), "log": log_path, "stdout": out_path,
-        "item_lines": nitems, "other_lines": nothers,
+    record = run_record({"rep": rep, "tool": tool.label, "check": tool.check,
+                         "kind": tool.kind, "procs": tool.procs},
+                        argv, m, dropped, prep, log_path)
+    record.update({
+        "stdout": out_path, "item_lines": nitems, "other_lines": nothers,
         "buckets": summary.get("buckets_total") if summary else None,
         "rsync_processes": summary.get("rsync_processes") if summary else None,
         "ok": not problems, "problems": problems,
         "check_result": "ok" if not problems else "; ".join(problems),
-    }
+    })
     runs.append(record)
     log("rep %d  %-8s %-14s %7.2fs  cpu %6.2fs  %d items  buckets %s  %s" % (
         rep, tool.check, tool.label, m.wall, m.user + m.sys, nitems,
         record["buckets"] if record["buckets"] is not None else "-",
         "ok" if not problems else "FAILED"))
-    if problems:
-        failures.append("%s check, %s, rep %d: %s" % (tool.check, tool.label, rep,
-                                                     "; ".join(problems)))
-        log("  " + "; ".join(problems).replace("\n", "\n  "))
+    note_failure(failures, "%s check, %s, rep %d" % (tool.check, tool.label, rep),
+                 problems)
     return record
 
 
 def run_tools(ctx, tools):
     """At repetition r, each check's tools rotated by r, and the checks too."""
-    a = ctx["args"]
-    runs, failures = [], []
-    for rep in range(1, a.reps + 1):
-        log("repetition %d/%d" % (rep, a.reps))
-        k = (rep - 1) % len(a.checks)
-        for check in a.checks[k:] + a.checks[:k]:
-            mine = [t for t in tools if t.check == check]
-            j = (rep - 1) % len(mine)
-            for tool in mine[j:] + mine[:j]:
-                run_one(ctx, tool, rep, runs, failures)
-    return runs, failures
+    checks = ctx["args"].checks
+    return run_rounds(ctx, run_one, lambda rep: [
+        tool for check in rotation(checks, rep)
+        for tool in rotation([t for t in tools if t.check == check], rep)])
 
 
 # ---------------------------------------------------------------------------
@@ -532,18 +479,15 @@ def run_tools(ctx, tools):
 def summarize(tools, runs):
     rows = []
     for tool in tools:
-        mine = [r for r in runs if r["tool"] == tool.label and r["check"] == tool.check]
-        good = [r for r in mine if r["ok"]]
-        row = {"check": tool.check, "tool": tool.label, "kind": tool.kind,
-               "procs": tool.procs, "runs": len(mine), "ok_runs": len(good)}
+        row, good = summary_row(
+            [r for r in runs if r["tool"] == tool.label and r["check"] == tool.check],
+            {"check": tool.check, "tool": tool.label, "kind": tool.kind,
+             "procs": tool.procs})
         if good:
-            walls = [r["wall_s"] for r in good]
-            buckets = [r["buckets"] for r in good if r["buckets"] is not None]
             row.update({
-                "median_s": statistics.median(walls), "min_s": min(walls),
-                "max_s": max(walls), "cpu_s": statistics.median(r["cpu_s"] for r in good),
+                "cpu_s": statistics.median(r["cpu_s"] for r in good),
                 "peak_rss_mib": mib(max(r["maxrss_kib"] for r in good)),
-                "buckets": statistics.median(buckets) if buckets else None,
+                "buckets": median_or_none(r["buckets"] for r in good),
                 "item_lines": good[0]["item_lines"],
             })
         rows.append(row)
@@ -557,15 +501,9 @@ def summarize(tools, runs):
 
 
 def find_outliers(runs, rows):
-    medians = dict(((r["check"], r["tool"]), r["median_s"]) for r in rows if "median_s" in r)
-    out = []
-    for run in runs:
-        median = medians.get((run["check"], run["tool"]))
-        if run["ok"] and median and run["wall_s"] > OUTLIER_FACTOR * median:
-            out.append("%s check, %s, rep %d: %.2f s (median %.2f s), CPU %.2f s, log %s"
-                       % (run["check"], run["tool"], run["rep"], run["wall_s"], median,
-                          run["cpu_s"], run["log"]))
-    return out
+    return find_slow_runs(runs, rows, ("check", "tool"),
+                          lambda r: "%s check, %s" % (r["check"], r["tool"]),
+                          OUTLIER_FACTOR)
 
 
 def check_name(a, check):
@@ -576,17 +514,16 @@ def markdown_table(rows, a):
     head = ("| check | tool | median s | min | max | ratio to rsync | CPU s | cores busy | "
             "buckets | peak RSS MB |")
     out = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    f2 = lambda v: "%.2f" % v if v is not None else "-"    # noqa: E731
     for r in rows:
         if "median_s" not in r:
             out.append("| %s | %s | FAILED (%d/%d ok) | | | | | | | |" % (
                 check_name(a, r["check"]), r["tool"], r["ok_runs"], r["runs"]))
             continue
-        note = "" if r["ok_runs"] == r["runs"] else " (%d/%d ok)" % (r["ok_runs"], r["runs"])
         out.append("| %s | %s%s | %s | %s | %s | %s | %s | %s | %s | %.1f |" % (
-            check_name(a, r["check"]), r["tool"], note, fmt_seconds(r["median_s"]),
-            fmt_seconds(r["min_s"]), fmt_seconds(r["max_s"]), f2(r["ratio_to_rsync"]),
-            fmt_seconds(r["cpu_s"]), f2(r["cpu_s"] / r["median_s"]),
+            check_name(a, r["check"]), r["tool"], ok_note(r), fmt_seconds(r["median_s"]),
+            fmt_seconds(r["min_s"]), fmt_seconds(r["max_s"]),
+            fmt_ratio(r["ratio_to_rsync"]), fmt_seconds(r["cpu_s"]),
+            fmt_ratio(r["cpu_s"] / r["median_s"]),
             "%g" % r["buckets"] if r.get("buckets") is not None else "-",
             r["peak_rss_mib"]))
     return "\n".join(out)
@@ -601,16 +538,11 @@ def run_case(a, workdir, spawner):
     returns a dict: rows, runs, failures, outliers, table, lines (the notes above the
     table), about (the tree in a line), problems (--msrsync changed meanwhile: suite.py
     checks that itself), version and digest."""
-    if not os.path.exists(a.msrsync):
-        raise BenchError("msrsync not found: %s (--msrsync PATH)" % a.msrsync)
-    # a broken msrsync stops the benchmark before the tree is built; this also caches
-    # its compiled code
-    version = first_line_of(command_prefix(a.msrsync) + ["--version"], required=True)
+    require_msrsync(a.msrsync)
+    version = msrsync_version(a.msrsync)
     sha = file_digest(a.msrsync)
     data = prepare(a, workdir)
-    d = os.path.join(workdir, "runs", "check")
-    for sub in ("logs", "json"):
-        os.makedirs(os.path.join(d, sub), exist_ok=True)
+    d = make_run_dirs(os.path.join(workdir, "runs", "check"))
     refs = {}
     for check in reversed(a.checks):    # -c first: it reads every file of both trees
         refs[check] = reference(a, check, data)
@@ -619,10 +551,7 @@ def run_case(a, workdir, spawner):
     t0 = time.monotonic()
     runs, failures = run_tools(ctx, tools)
     seconds = time.monotonic() - t0
-    problems = []
-    if file_digest(a.msrsync) != sha:
-        problems.append("%s changed while the benchmark ran: the figures mix versions"
-                        % a.msrsync)
+    problems = changed_since(a.msrsync, sha)
     rows = summarize(tools, runs)
     dropped = sum(1 for r in runs if r["cache_dropped"])
     count = data["count"]
@@ -636,7 +565,7 @@ def run_case(a, workdir, spawner):
     else:
         cache = ("page cache kept warm: SRC and DEST (%s together) read by the "
                  "untimed reference runs before the timed ones, never dropped"
-                 % human(2 * count.bytes))
+                 % human_size(2 * count.bytes))
     lines = [
         "commands: %s" % "; ".join(shown_command(t, a) for t in tools),
         describe_changes(data["changes"], data["bigs"]),
@@ -669,17 +598,12 @@ def parse_checks(text):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(
-        prog="check.py", description=__doc__.split("\n\n")[0],
-        epilog="examples:\n"
-               "  python3 bench/check.py\n"
-               "  python3 bench/check.py --quick\n"
-               "  python3 bench/check.py --checks content --procs 2,4 --reps 5\n"
-               "  python3 bench/check.py --workdir /var/tmp/ck --json ck.json",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true",
-                   help="small sizes and 1 repetition: %s" % ", ".join(
-                       "%s %s" % (k, v) for k, v in sorted(QUICK.items())))
+    p = script_parser("check.py", __doc__, [
+        "python3 bench/check.py",
+        "python3 bench/check.py --quick",
+        "python3 bench/check.py --checks content --procs 2,4 --reps 5",
+        "python3 bench/check.py --workdir /var/tmp/ck --json ck.json"])
+    add_quick_option(p, QUICK)
     p.add_argument("--files", type=positive_int, metavar="N",
                    help="small files of 0-8 KiB [%d, quick %d]" % (FULL["files"],
                                                                    QUICK["files"]))
@@ -693,11 +617,7 @@ def parse_args(argv):
                    help="msrsync -p [1,2,4]")
     p.add_argument("--checks", type=parse_checks, default=list(CHECKS), metavar="LIST",
                    help="quick (rsync's size and mtime check), content (-c) [quick,content]")
-    p.add_argument("--msrsync", default=DEFAULT_MSRSYNC, metavar="PATH",
-                   help="msrsync to test [../msrsync next to this script]")
-    p.add_argument("--rsync", default="rsync", metavar="PATH",
-                   help="rsync binary of the plain runs (msrsync runs rsync from PATH) "
-                        "[rsync]")
+    add_tool_options(p, DEFAULT_MSRSYNC)
     p.add_argument("--rsync-opts", default=RSYNC_OPTS, metavar="OPTS",
                    help="rsync options of every check (content adds -c); msrsync gets "
                         "--rsync OPTS [%s]" % RSYNC_OPTS)
@@ -709,93 +629,29 @@ def parse_args(argv):
     add_run_options(p, DEFAULT_SEED, "also check after every run that SRC is unchanged "
                                      "(a digest, as DEST's)")
     args = p.parse_args(argv)
-    sizes = QUICK if args.quick else FULL
-    for key, value in sizes.items():
-        if getattr(args, key) is None:
-            setattr(args, key, parse_size(value) if isinstance(value, str) else value)
+    fill_sizes(args, FULL, QUICK)
     if args.big_count < 0:
         p.error("--big-count must be >= 0")
-    if args.workdir:
-        args.workdir = os.path.abspath(args.workdir)
     return args
 
 
-def environment(a, workdir):
-    mnt, fstype = filesystem_of(workdir)
-    return {
-        "check_version": CHECK_VERSION, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
-        "cpu_model": cpu_model(), "python": sys.version.split()[0],
-        "rsync": first_line_of([a.rsync, "--version"], required=True),
-        "msrsync_path": os.path.abspath(a.msrsync), "workdir": workdir,
-        "filesystem": fstype, "mount": mnt, "filesystem_note": filesystem_note(workdir),
-        "euid": os.geteuid(), "mem_available": mem_available(), "loadavg_start": loadavg(),
-    }
-
-
 def run(a):
-    if a.workdir:
-        os.makedirs(a.workdir, exist_ok=True)
-        workdir, owned = a.workdir, False
-    else:
-        base = "/var/tmp"
-        st = os.statvfs(base)
-        if st.f_bavail * st.f_frsize < space_needed(a):
-            raise BenchError("%s has %.1f GiB free, SRC and DEST need about %.1f GiB "
-                             "(--workdir DIR elsewhere, or smaller sizes)" % (
-                                 base, st.f_bavail * st.f_frsize / float(1 << 30),
-                                 space_needed(a) / float(1 << 30)))
-        workdir, owned = tempfile.mkdtemp(prefix="msrsync-check-", dir=base), True
-    env = environment(a, workdir)
-    spawner = Spawner()
-    res, failed = None, True
-    t_all = time.monotonic()
-    try:
-        res = run_case(a, workdir, spawner)
-        failed = bool(res["failures"])
-    finally:
-        keep_logs = failed or bool(res and res["outliers"])
-        runs_dir = os.path.join(workdir, "runs")
-        if owned and not a.keep:
-            if keep_logs and os.path.isdir(runs_dir):   # only the logs, to read
-                for name in os.listdir(workdir):
-                    if name != "runs":
-                        remove_tree(os.path.join(workdir, name))
-            else:
-                remove_tree(workdir)
-    env.update({"msrsync": res["version"], "msrsync_sha256": res["msrsync_sha256"],
-                "loadavg_end": loadavg(), "total_s": time.monotonic() - t_all})
-    print("# msrsync benchmark: --check, verifying a copy (%s)" % env["date"])
-    print()
-    print("- machine: %d CPUs (%s), kernel %s, host %s, %.1f GiB of memory available" % (
-        env["cpus"], env["cpu_model"], env["kernel"], env["host"],
-        env["mem_available"] / float(1 << 30)))
-    print("- %s; msrsync %s (%s, sha256 %s); Python %s" % (
-        env["rsync"], env["msrsync"].split()[-1], env["msrsync_path"],
-        res["msrsync_sha256"][:12], env["python"]))
-    print_workdir(env)
-    print("- tree: %s, seed %d" % (res["about"], a.seed))
+    env, res, failed, logs, seconds = run_case_alone(
+        a, "check", CHECK_VERSION, space_needed(a), "SRC and DEST", run_case,
+        lambda res: {"msrsync": res["version"], "msrsync_sha256": res["msrsync_sha256"]})
+    env["total_s"] = seconds
+    print_header_start("msrsync benchmark: --check, verifying a copy", env,
+                       tree="%s, seed %d" % (res["about"], a.seed))
     print("- %d repetition(s), runs interleaved (each check's order rotated at every "
           "repetition, and the checks'), medians; msrsync -p %s" % (
               a.reps, ",".join(str(p) for p in a.procs)))
     print("- ratio to rsync = median / plain rsync's median for the same check, in the same "
           "run (below 1 is faster); CPU s = user+system of the tool and all its children "
           "(os.wait4); peak RSS = the largest single process of the tool's tree")
-    print_header_end(env)
-    print("## --check: verifying a copy — %s" % res["about"])
-    print_results({"skipped": None, "lines": res["lines"], "table": res["table"],
-                   "outliers": res["outliers"], "failures": res["failures"]},
-                  OUTLIER_FACTOR, ["timed runs %.0f s, everything %.0f s; load average at "
-                                   "start %s, at end %s" % (
-                                       res["seconds"], env["total_s"],
-                                       fmt_load(env["loadavg_start"]),
-                                       fmt_load(env["loadavg_end"]))])
-    logs = runs_dir if owned and not a.keep and keep_logs else None
-    report_end(a, env, [{"section": "check", "title": res["about"], "rows": res["rows"],
-                         "runs": res["runs"], "failures": res["failures"],
-                         "outliers": res["outliers"], "reference": res["reference"]}],
-               res["problems"], logs)
-    return 1 if failed or res["problems"] else 0
+    return report_case(a, env, "check", "--check: verifying a copy", res, failed, logs,
+                       OUTLIER_FACTOR, "timed runs %.0f s, everything %.0f s" % (
+                           res["seconds"], env["total_s"]),
+                       {"reference": res["reference"]})
 
 
 def main(argv=None):

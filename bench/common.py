@@ -1,9 +1,12 @@
-"""Helpers shared by the benchmark scripts of bench/ (bench.py, remote.py, suite.py).
+"""Helpers shared by the benchmark scripts of bench/ (bench.py, remote.py, suite.py,
+hosts.py, longtail.py, check.py).
 
 Standard library only, Python 3.6+, Linux (/proc, os.wait4, prctl).  What lives here:
 running one command and measuring it (wall, CPU of its whole tree, peak RSS: Spawner and
-measure), counting and removing trees, the seeded small-file dataset, the private
-loopback sshd of tests/remote.py, and small parsing and formatting helpers.
+measure), counting, digesting and removing trees, the seeded small-file dataset, the
+private loopback sshd of tests/remote.py, a script's frame (its options, work directory,
+environment and header), what every run records and checks, the rows, outliers and
+tables built from the runs, and small parsing and formatting helpers.
 """
 
 import argparse
@@ -18,8 +21,11 @@ import re
 import shlex
 import shutil
 import signal
+import stat
+import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import types
@@ -84,6 +90,21 @@ def fmt_seconds(s):
     return "%.2f" % s if s < 100 else "%.1f" % s
 
 
+def fmt_ratio(value):
+    """A ratio in a table cell: two decimals, or - where there is none."""
+    return "%.2f" % value if value is not None else "-"
+
+
+def human_size(nbytes):
+    """4 KiB, 256 MiB, 1.5 GiB."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", MiB), ("KiB", 1024)):
+        if nbytes >= size:
+            if nbytes % size == 0:
+                return "%d %s" % (nbytes // size, unit)
+            return "%.1f %s" % (nbytes / float(size), unit)
+    return "%d bytes" % nbytes
+
+
 def parse_int_list(text):
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -113,6 +134,40 @@ def parse_size(text, minimum=1):
     if value < minimum:
         raise argparse.ArgumentTypeError("size too small: %r" % text)
     return int(value)
+
+
+def fill_sizes(args, full, quick):
+    """Each size a script has a full and a --quick value of (FULL, QUICK: {option's dest:
+    value}) and that the command line left unset takes the one ARGS.quick picks; a value
+    written as a string is a size (parse_size)."""
+    for key, value in (quick if args.quick else full).items():
+        if getattr(args, key) is None:
+            setattr(args, key, parse_size(value) if isinstance(value, str) else value)
+
+
+def script_parser(prog, description, examples):
+    """A script's ArgumentParser: the first paragraph of DESCRIPTION (its docstring)
+    above the options, the command lines EXAMPLES below them."""
+    return argparse.ArgumentParser(
+        prog=prog, description=description.split("\n\n")[0],
+        epilog="examples:\n" + "\n".join("  " + e for e in examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_quick_option(parser, quick):
+    """--quick, its help listing QUICK's sizes (see fill_sizes)."""
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes and 1 repetition: %s" % ", ".join(
+                            "%s %s" % (k, v) for k, v in sorted(quick.items())))
+
+
+def add_tool_options(parser, default_msrsync):
+    """--msrsync and --rsync of a script whose plain rsync runs are the reference."""
+    parser.add_argument("--msrsync", default=default_msrsync, metavar="PATH",
+                        help="msrsync to test [../msrsync next to this script]")
+    parser.add_argument("--rsync", default="rsync", metavar="PATH",
+                        help="rsync binary of the plain runs (msrsync runs rsync from "
+                             "PATH) [rsync]")
 
 
 def is_python_script(path):
@@ -334,6 +389,14 @@ def write_json(path, payload):
     log("JSON written to %s" % path)
 
 
+def read_json(path):
+    """PATH's JSON (an msrsync --json summary), None when it is missing or broken."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
 
 def _terminated(signum, frame):
     raise KeyboardInterrupt
@@ -415,6 +478,37 @@ def count_tree(root):
                 else:
                     others += 1
     return TreeCount(files, dirs, links, others, size)
+
+
+def tree_digest(root, ns=False, with_root=False):
+    """sha256 over every entry below ROOT: relative path, type, size for files, mode and
+    mtime (in whole seconds, or NS: in ns), sorted by path; WITH_ROOT adds ROOT itself,
+    as ".".  Two trees with the same digest hold the same names, types, sizes,
+    permissions and times."""
+    lines = []
+    stack = [""]
+    while stack:
+        rel = stack.pop()
+        with os.scandir(os.path.join(root, rel) if rel else root) as it:
+            for entry in it:
+                name = rel + "/" + entry.name if rel else entry.name
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    kind, size = "d", 0
+                    stack.append(name)
+                elif stat.S_ISREG(st.st_mode):
+                    kind, size = "f", st.st_size
+                else:
+                    kind, size = "o", 0
+                lines.append("%s\0%s\0%d\0%o\0%d" % (
+                    name, kind, size, stat.S_IMODE(st.st_mode),
+                    st.st_mtime_ns if ns else int(st.st_mtime)))
+    if with_root:
+        st = os.stat(root)
+        lines.append(".\0d\0\0%o\0%d" % (stat.S_IMODE(st.st_mode),
+                                           st.st_mtime_ns if ns else int(st.st_mtime)))
+    lines.sort()
+    return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 
@@ -675,6 +769,11 @@ def fmt_load(la):
     return " ".join("%.2f" % x for x in la) if la else "?"
 
 
+def load_span(start, end):
+    """The load average at the start and at the end of a table's runs, in a note."""
+    return "load average at start %s, at end %s" % (fmt_load(start), fmt_load(end))
+
+
 def print_workdir(env):
     """The header's work directory line, and its file system's note."""
     print("- workdir: %s (%s on %s)" % (env["workdir"], env["filesystem"], env["mount"]))
@@ -689,11 +788,16 @@ def print_header_end(env):
     sys.stdout.flush()
 
 
+def _absolute(path):
+    """--workdir's type: an absolute path (an empty one stays empty: no --workdir)."""
+    return os.path.abspath(path) if path else path
+
+
 def add_run_options(parser, default_seed, verify_help):
     """The options every benchmark script has: the dataset seed, where it
     works, a check after each copy, the page cache, what it keeps, JSON."""
     parser.add_argument("--seed", type=int, default=default_seed, help="dataset seed")
-    parser.add_argument("--workdir", metavar="DIR",
+    parser.add_argument("--workdir", metavar="DIR", type=_absolute,
                         help="datasets and logs go here and stay (reused by the next run) "
                              "[a temporary directory under /var/tmp, removed at the end]")
     parser.add_argument("--verify", action="store_true", help=verify_help)
@@ -742,3 +846,296 @@ def print_results(res, outlier_factor, more_lines=()):
             print("- " + f.replace("\n", "\n    "))
     print()
     sys.stdout.flush()
+
+
+# ---------------------------------------------------------------------------
+# A script's frame: msrsync, the work directory, the environment, the header
+# ---------------------------------------------------------------------------
+
+def require_msrsync(path):
+    if not os.path.exists(path):
+        raise BenchError("msrsync not found: %s (--msrsync PATH)" % path)
+
+
+def msrsync_version(path):
+    """PATH's --version, which also caches its compiled code: a broken msrsync stops the
+    benchmark before its datasets are built."""
+    return first_line_of(command_prefix(path) + ["--version"], required=True)
+
+
+def changed_since(path, sha):
+    """[a problem] when PATH's sha256 is no longer SHA (it changed while the benchmark
+    ran), else []."""
+    if file_digest(path) == sha:
+        return []
+    return ["%s changed while the benchmark ran: the figures mix versions" % path]
+
+
+def make_workdir(workdir, prefix, base="/var/tmp", need=None, what="the datasets"):
+    """(work directory, owned): WORKDIR (--workdir, made if missing, kept), or a new
+    temporary directory PREFIX... under BASE (None: pick_base(NEED)), which the script
+    removes at the end (owned); NEED bytes must be free there for WHAT (unchecked when
+    None)."""
+    if workdir:
+        os.makedirs(workdir, exist_ok=True)
+        return workdir, False
+    if base is None:
+        base = pick_base(need)
+    elif need is not None:
+        st = os.statvfs(base)
+        if st.f_bavail * st.f_frsize < need:
+            raise BenchError("%s has %.1f GiB free, %s need about %.1f GiB "
+                             "(--workdir DIR elsewhere, or smaller sizes)" % (
+                                 base, st.f_bavail * st.f_frsize / float(1 << 30), what,
+                                 need / float(1 << 30)))
+    return tempfile.mkdtemp(prefix=prefix, dir=base), True
+
+
+def clean_workdir(workdir, owned, keep, keep_logs, logs_only=False):
+    """The end of a script: its temporary work directory (OWNED, without --keep) is
+    removed, or, when KEEP_LOGS (a failure, an outlier), all of it but runs/ (LOGS_ONLY:
+    but runs/*/logs), for the logs to be read.  Returns where those logs stay, else
+    None."""
+    runs_dir = os.path.join(workdir, "runs")
+    if not owned or keep:
+        return None
+    if keep_logs and os.path.isdir(runs_dir):
+        for name in os.listdir(workdir):
+            if name != "runs":
+                remove_tree(os.path.join(workdir, name))
+        for sec in os.listdir(runs_dir) if logs_only else ():
+            for name in os.listdir(os.path.join(runs_dir, sec)):
+                if name != "logs":
+                    remove_tree(os.path.join(runs_dir, sec, name))
+    else:
+        remove_tree(workdir)
+    return runs_dir if keep_logs else None
+
+
+def machine_env(version_key, version):
+    """The environment's first facts: the script's version (VERSION_KEY: VERSION), the
+    date, the machine and Python; the script adds its own after them."""
+    return {
+        version_key: version, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
+        "cpu_model": cpu_model(), "python": sys.version.split()[0],
+    }
+
+
+def case_environment(version_key, version, args, workdir):
+    """The environment of a script that runs one case (check.py, longtail.py): the
+    machine, ARGS.rsync's version, ARGS.msrsync's path, WORKDIR and its file system, the
+    memory available and the load."""
+    mnt, fstype = filesystem_of(workdir)
+    env = machine_env(version_key, version)
+    env.update({
+        "rsync": first_line_of([args.rsync, "--version"], required=True),
+        "msrsync_path": os.path.abspath(args.msrsync), "workdir": workdir,
+        "filesystem": fstype, "mount": mnt, "filesystem_note": filesystem_note(workdir),
+        "euid": os.geteuid(), "mem_available": mem_available(), "loadavg_start": loadavg(),
+    })
+    return env
+
+
+def print_header_start(title, env, more=(), tree=None):
+    """A header's first lines: TITLE and the date, the machine (and its memory, where env
+    has it), rsync's, msrsync's and Python's versions, the lines MORE, the work
+    directory, the TREE the runs copy (when one)."""
+    print("# %s (%s)" % (title, env["date"]))
+    print()
+    print("- machine: %d CPUs (%s), kernel %s, host %s%s" % (
+        env["cpus"], env["cpu_model"], env["kernel"], env["host"],
+        ", %.1f GiB of memory available" % (env["mem_available"] / float(1 << 30))
+        if "mem_available" in env else ""))
+    print("- %s; msrsync %s (%s, sha256 %s); Python %s" % (
+        env["rsync"], env["msrsync"].split()[-1], env["msrsync_path"],
+        (env["msrsync_sha256"] or "?")[:12], env["python"]))
+    for line in more:
+        print("- " + line)
+    print_workdir(env)
+    if tree is not None:
+        print("- tree: %s" % tree)
+
+
+def run_case_alone(args, case, version, need, what, run_case, facts):
+    """RUN_CASE(ARGS, workdir, spawner), the case of check.py or longtail.py (which
+    suite.py runs as one of its sections), run by the script itself: in --workdir or a
+    temporary msrsync-CASE-... (NEED bytes free for WHAT, see make_workdir), cleaned
+    after it, on an error too (clean_workdir).  Returns (the environment: the machine's
+    (case_environment, CASE_version: VERSION), then FACTS(the case's result), then the
+    load at the end; the case's result; whether a run failed; where the logs stay or
+    None; the seconds it all took)."""
+    workdir, owned = make_workdir(args.workdir, "msrsync-%s-" % case, need=need, what=what)
+    env = case_environment("%s_version" % case, version, args, workdir)
+    spawner = Spawner()
+    res, failed = None, True
+    t0 = time.monotonic()
+    try:
+        res = run_case(args, workdir, spawner)
+        failed = bool(res["failures"])
+    finally:
+        logs = clean_workdir(workdir, owned, args.keep,
+                             failed or bool(res and res["outliers"]))
+    seconds = time.monotonic() - t0
+    env.update(facts(res))
+    env["loadavg_end"] = loadavg()
+    return env, res, failed, logs, seconds
+
+
+def report_case(args, env, section, heading, res, failed, logs, outlier_factor, timing,
+                more=None):
+    """The rest of the report of a script that runs one case: the header's end, the
+    case's section (HEADING and what it ran on, its notes, TIMING and the load, its
+    table, outliers and failures), then report_end with the case as SECTION in the JSON
+    (plus MORE); the exit code."""
+    print_header_end(env)
+    print("## %s — %s" % (heading, res["about"]))
+    print_results(dict(res, skipped=None), outlier_factor, [
+        "%s; %s" % (timing, load_span(env["loadavg_start"], env["loadavg_end"]))])
+    result = {"section": section, "title": res["about"], "rows": res["rows"],
+              "runs": res["runs"], "failures": res["failures"], "outliers": res["outliers"]}
+    result.update(more or {})
+    report_end(args, env, [result], res["problems"], logs)
+    return 1 if failed or res["problems"] else 0
+
+
+# ---------------------------------------------------------------------------
+# The runs: their files, records, checks, order; rows, outliers and tables
+# ---------------------------------------------------------------------------
+
+def make_run_dirs(d):
+    """D (a case's directory, WORKDIR/runs/CASE) with its logs/ and json/; returns D."""
+    for sub in ("logs", "json"):
+        os.makedirs(os.path.join(d, sub), exist_ok=True)
+    return d
+
+
+def run_paths(d, name, rep, with_json):
+    """(log, JSON or None) of repetition REP of the run NAME, in D's logs/ and json/."""
+    stem = "%s-rep%d" % ("".join(c if c.isalnum() or c in ".-" else "_" for c in name), rep)
+    return (os.path.join(d, "logs", stem + ".log"),
+            os.path.join(d, "json", stem + ".json") if with_json else None)
+
+
+def run_record(fields, argv, m, dropped, prep, log_path):
+    """A timed run's record: FIELDS (what ran), then its command ARGV, what it cost (M,
+    a Measure), whether the page cache was dropped before it, its untimed preparation
+    (PREP seconds), the load after it and its log."""
+    record = dict(fields)
+    record.update({
+        "argv": argv, "wall_s": m.wall, "cpu_user_s": m.user, "cpu_sys_s": m.sys,
+        "cpu_s": m.user + m.sys, "maxrss_kib": m.maxrss_kib, "exit_code": m.exit_code,
+        "cache_dropped": dropped, "untimed_prep_s": prep, "loadavg_after": loadavg(),
+        "log": log_path,
+    })
+    return record
+
+
+def exit_problem(code, log_path, expected=None):
+    """A run's wrong exit status (EXPECTED: the one it should have had, in the message)
+    and the last lines of its log."""
+    return "%s%s; last lines of %s:\n%s" % (
+        describe_exit(code), ", expected %d" % expected if expected is not None else "",
+        log_path, tail(log_path))
+
+
+def note_failure(failures, what, problems):
+    """A run's PROBLEMS, if any: one line of FAILURES (WHAT: which run) and the log."""
+    if problems:
+        failures.append("%s: %s" % (what, "; ".join(problems)))
+        log("  " + "; ".join(problems).replace("\n", "\n  "))
+
+
+def rotation(items, rep):
+    """ITEMS in the order of repetition REP (from 1): rotated by REP - 1, so that none
+    always runs first or last."""
+    k = (rep - 1) % len(items)
+    return items[k:] + items[:k]
+
+
+def run_rounds(ctx, run_one, order):
+    """The timed runs of check.py and longtail.py: at each repetition REP (from 1 to
+    ctx["args"].reps) RUN_ONE(CTX, tool, REP, runs, failures) for each tool of
+    ORDER(REP).  Returns (runs, failures)."""
+    a = ctx["args"]
+    runs, failures = [], []
+    for rep in range(1, a.reps + 1):
+        log("repetition %d/%d" % (rep, a.reps))
+        for tool in order(rep):
+            run_one(ctx, tool, rep, runs, failures)
+    return runs, failures
+
+
+def compare_copy(src, dst, expected, rsync, verify, log_path, verify_opts=(), more=None):
+    """What differs between the copy DST and SRC, whose TreeCount is EXPECTED: the
+    counts and bytes, then what MORE(problems so far) finds, then with VERIFY
+    `RSYNC -ain --delete VERIFY_OPTS SRC/ DST/`, which must print nothing (what it
+    prints goes to LOG_PATH too); [] when DST is right."""
+    try:
+        got = count_tree(dst)
+    except OSError as exc:
+        return ["cannot walk DEST: %s" % exc]
+    problems = []
+    for field in ("files", "dirs", "symlinks", "bytes"):
+        if getattr(got, field) != getattr(expected, field):
+            problems.append("%s: DEST %d, SRC %d"
+                            % (field, getattr(got, field), getattr(expected, field)))
+    if more is not None:
+        problems += more(problems)
+    if verify:
+        argv = [rsync, "-ain", "--delete"] + list(verify_opts) + [
+            src.rstrip("/") + "/", dst.rstrip("/") + "/"]
+        try:
+            out = subprocess.check_output(argv, stderr=subprocess.STDOUT)
+        except subprocess.CalledProcessError as exc:
+            out = exc.output + ("\n(rsync exited %d)" % exc.returncode).encode()
+        if out.strip():
+            lines = out.decode("utf-8", "replace").splitlines()
+            problems.append("rsync -ain --delete lists %d difference(s), e.g. %s"
+                            % (len(lines), "; ".join(lines[:3])))
+            with open(log_path, "ab") as f:
+                f.write(b"--- verify differences ---\n" + out)
+    return problems
+
+
+def median_or_none(values):
+    """The median of VALUES but None, None when there is none."""
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def summary_row(mine, fields):
+    """(row, good runs) of one table row over MINE, its runs: FIELDS (what ran), how many
+    runs and good runs and, when one was good, the median, min and max of their wall
+    times; the caller adds its own figures."""
+    good = [r for r in mine if r["ok"]]
+    row = dict(fields)
+    row.update({"runs": len(mine), "ok_runs": len(good)})
+    if good:
+        walls = [r["wall_s"] for r in good]
+        row.update({"median_s": statistics.median(walls), "min_s": min(walls),
+                    "max_s": max(walls)})
+    return row, good
+
+
+def find_slow_runs(runs, rows, keys, name, factor):
+    """Good runs slower than FACTOR x the median of their row (a run and its row agree
+    on KEYS): on a shared machine they are usually noise, but a stall inside the tool
+    looks the same, so they are listed (with their CPU time) rather than hidden.
+    NAME(run) says which run it was."""
+    medians = dict((tuple(r[k] for k in keys), r["median_s"]) for r in rows
+                   if "median_s" in r)
+    out = []
+    for run in runs:
+        median = medians.get(tuple(run[k] for k in keys))
+        if run["ok"] and median and run["wall_s"] > factor * median:
+            out.append("%s, rep %d: %.2f s (median %.2f s), CPU %.2f s, log %s"
+                       % (name(run), run["rep"], run["wall_s"], median, run["cpu_s"],
+                          run["log"]))
+    return out
+
+
+def ok_note(row):
+    """After a tool's name in a table: how many of its runs were good, when not all."""
+    return "" if row["ok_runs"] == row["runs"] else " (%d/%d ok)" % (row["ok_runs"],
+                                                                     row["runs"])

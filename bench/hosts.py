@@ -40,33 +40,31 @@ the relay, the sshfs mount) is stopped by pid and by the names it made, at the e
 error, on Ctrl-C and on SIGTERM; bench/README.md describes the figures.
 """
 
-import argparse
 import atexit
 import collections
 import importlib.util
-import json
 import os
-import platform
 import re
 import shlex
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402
 import suite  # noqa: E402
-from common import (MiB, BenchError, Spawner, add_run_options, fmt_load,  # noqa: E402
-                    print_results,
-                    print_header_end, print_workdir, report_end, cached_tree, command_prefix,
-                    cpu_model, dataset_layout, describe_exit, file_digest,
-                    filesystem_note, filesystem_of, first_line_of, fmt_seconds, load_servers,
-                    loadavg, log, measure, parse_int_list, positive_int, proc_cpu_ticks,
-                    remove_tree, run_main, settle_caches, start_sshd, tail, wait_idle)
+from common import (MiB, BenchError, Spawner, add_run_options, cached_tree,  # noqa: E402
+                    changed_since, clean_workdir, command_prefix, dataset_layout,
+                    exit_problem, file_digest, filesystem_note, filesystem_of, fill_sizes,
+                    first_line_of, fmt_load, fmt_seconds, load_servers, load_span, loadavg,
+                    log, machine_env, make_run_dirs, make_workdir, measure, msrsync_version,
+                    note_failure, ok_note, parse_int_list, positive_int, print_header_end,
+                    print_results, print_workdir, proc_cpu_ticks, read_json, remove_tree,
+                    report_end, require_msrsync, rotation, run_main, script_parser,
+                    settle_caches, start_sshd, summary_row, wait_idle)
 
 HOSTS_VERSION = "1.0"
 REPO = os.path.dirname(HERE)
@@ -325,14 +323,6 @@ def slug(text):
     return re.sub(r"[^A-Za-z0-9.-]+", "_", text).strip("_")
 
 
-def read_summary(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
 def run_one(ctx, case, tool, scenario, rep, src, dst, expected, bucket_opts, runs,
             failures):
     """One timed run; appends its record to RUNS and returns it."""
@@ -353,7 +343,7 @@ def run_one(ctx, case, tool, scenario, rep, src, dst, expected, bucket_opts, run
     m = measure(argv, log_path, ctx["spawner"])
     idle = all(wait_idle(ctx["servers"], h.pid) for h in hosts if h.pid is not None)
     sshd_cpu = (sshd_ticks(hosts) - ticks0) / float(ctx["clk_tck"])
-    summary = read_summary(json_path) if tool.kind != "rsync" else None
+    summary = read_json(json_path) if tool.kind != "rsync" else None
     record = {
         "case": case, "rep": rep, "tool": tool.label, "kind": tool.kind,
         "slots": tool.slots, "scenario": scenario, "argv": argv, "wall_s": m.wall,
@@ -365,8 +355,7 @@ def run_one(ctx, case, tool, scenario, rep, src, dst, expected, bucket_opts, run
     }
     problems = []
     if m.exit_code != 0:
-        problems.append("%s; last lines of %s:\n%s" % (describe_exit(m.exit_code), log_path,
-                                                      tail(log_path)))
+        problems.append(exit_problem(m.exit_code, log_path))
     if summary is not None:
         record["buckets"] = summary.get("buckets_total")
         record["rsync_processes"] = summary.get("rsync_processes")
@@ -387,10 +376,7 @@ def run_one(ctx, case, tool, scenario, rep, src, dst, expected, bucket_opts, run
         % (rep, tool.label, scenario, m.wall, m.user + m.sys, sshd_cpu,
            record["buckets"] if record["buckets"] is not None else "-",
            "ok" if not problems else "FAILED", prep))
-    if problems:
-        failures.append("%s, %s, rep %d: %s" % (tool.label, scenario, rep,
-                                                "; ".join(problems)))
-        log("  " + "; ".join(problems).replace("\n", "\n  "))
+    note_failure(failures, "%s, %s, rep %d" % (tool.label, scenario, rep), problems)
     return record
 
 
@@ -399,19 +385,15 @@ def run_tools(ctx, case, tools, scenarios, src, expected, bucket_opts):
     its initial copy then its re-run back to back (the re-run needs that DEST).  With the
     re-run alone, DEST is made up to date once, untimed, by plain rsync."""
     a = ctx["args"]
-    d = ctx["case_dir"]
-    for sub in ("logs", "json"):
-        os.makedirs(os.path.join(d, sub), exist_ok=True)
+    d = make_run_dirs(ctx["case_dir"])
     dst = os.path.join(d, "dst")
     runs, failures = [], []
     ctx["rerun_only"] = scenarios == [SCENARIO_UPTODATE]
     if ctx["rerun_only"]:
         bench.make_uptodate(src, dst, expected, a, d)
     for rep in range(1, a.reps + 1):
-        k = (rep - 1) % len(tools)
-        order = tools[k:] + tools[:k]
         log("%s: repetition %d/%d" % (case, rep, a.reps))
-        for tool in order:
+        for tool in rotation(tools, rep):
             if ctx["rerun_only"]:
                 run_one(ctx, case, tool, SCENARIO_UPTODATE, rep, src, dst, expected,
                         bucket_opts, runs, failures)
@@ -434,14 +416,12 @@ def summarize(tools, runs, scenario):
     bucket against its local reference (Tool.ref)."""
     rows = []
     for tool in tools:
-        mine = [r for r in runs if r["tool"] == tool.label and r["scenario"] == scenario]
-        good = [r for r in mine if r["ok"]]
-        row = {"scenario": scenario, "tool": tool.label, "kind": tool.kind,
-               "slots": tool.slots, "ref": tool.ref, "runs": len(mine), "ok_runs": len(good)}
+        row, good = summary_row(
+            [r for r in runs if r["tool"] == tool.label and r["scenario"] == scenario],
+            {"scenario": scenario, "tool": tool.label, "kind": tool.kind,
+             "slots": tool.slots, "ref": tool.ref})
         if good:
-            walls = [r["wall_s"] for r in good]
             row.update({
-                "median_s": statistics.median(walls), "min_s": min(walls), "max_s": max(walls),
                 "cpu_s": statistics.median(r["cpu_s"] for r in good),
                 "sshd_cpu_s": statistics.median(r["sshd_cpu_s"] for r in good),
             })
@@ -480,16 +460,7 @@ def failures_of(runs):
 
 
 def find_outliers(runs, rows):
-    medians = dict(((r["scenario"], r["tool"]), r["median_s"]) for r in rows
-                   if "median_s" in r)
-    out = []
-    for run in runs:
-        median = medians.get((run["scenario"], run["tool"]))
-        if run["ok"] and median and run["wall_s"] > OUTLIER_FACTOR * median:
-            out.append("%s, %s, rep %d: %.2f s (median %.2f s), CPU %.2f s, log %s"
-                       % (run["tool"], run["scenario"], run["rep"], run["wall_s"], median,
-                          run["cpu_s"], run["log"]))
-    return out
+    return bench.find_outliers(runs, rows)
 
 
 def markdown_table(rows, with_scenario):
@@ -507,13 +478,12 @@ def markdown_table(rows, with_scenario):
             out.append("| " + " | ".join(lead + ["%s" % r["tool"], "FAILED (%d/%d ok)" % (
                 r["ok_runs"], r["runs"])] + [""] * (len(cols) - len(lead) - 2)) + " |")
             continue
-        note = "" if r["ok_runs"] == r["runs"] else " (%d/%d ok)" % (r["ok_runs"], r["runs"])
         buckets = ""
         if r.get("buckets") is not None:
             lo, hi = r["buckets_range"]
             buckets = f0(r["buckets"]) + (" (%d-%d)" % (lo, hi) if lo != hi else "")
         cells = lead + [
-            r["tool"] + note, fmt_seconds(r["median_s"]), fmt_seconds(r["min_s"]),
+            r["tool"] + ok_note(r), fmt_seconds(r["median_s"]), fmt_seconds(r["min_s"]),
             fmt_seconds(r["max_s"]),
             "%.2f" % r["ratio_to_rsync"] if r.get("ratio_to_rsync") else "-",
             buckets, f1(r.get("ms_per_bucket")), f1(r.get("extra_ms_per_bucket")),
@@ -600,8 +570,8 @@ def run_local_cases(ctx, cases):
                         "page cache dropped before %d of %d runs" % (dropped, len(mine))),
             figures_line("msrsync -p 4"),
             "buckets a host ran (medians): %s" % (host_spread(rows) or "-"),
-            "%.0f s for the copy and re-run loop; load average at start %s, at end %s"
-            % (seconds, fmt_load(la0), fmt_load(loadavg())),
+            "%.0f s for the copy and re-run loop; %s" % (seconds,
+                                                         load_span(la0, loadavg())),
         ]
         results.append(case_result(
             case, "%d. %s: %s" % (number, scenario, ctx["dataset_about"]), lines, rows, mine,
@@ -670,8 +640,7 @@ def run_sshfs_case(ctx):
         figures_line("msrsync -p N with as many rsyncs at once (hosts x %d)" % a.sshfs_slots),
         "buckets a host ran (medians, initial copy): %s" % (
             host_spread([r for r in rows if r["scenario"] == SCENARIO_INITIAL]) or "-"),
-        "%.0f s; load average at start %s, at end %s" % (seconds, fmt_load(la0),
-                                                         fmt_load(loadavg())),
+        "%.0f s; %s" % (seconds, load_span(la0, loadavg())),
     ]
     return [case_result("sshfs", title, lines, rows, runs, failures,
                         find_outliers(runs, rows), True)]
@@ -704,9 +673,8 @@ def start_sshfs(ctx):
 
 
 def check_msrsync(args):
-    if not os.path.exists(args.msrsync):
-        raise BenchError("msrsync not found: %s (--msrsync PATH)" % args.msrsync)
-    version = first_line_of(command_prefix(args.msrsync) + ["--version"], required=True)
+    require_msrsync(args.msrsync)
+    version = msrsync_version(args.msrsync)
     text = output_of(command_prefix(args.msrsync) + ["--help"])
     if "--hosts" not in text or "--host-shell" not in text:
         raise BenchError("%s has no --hosts/--host-shell (the worker hosts): give one that "
@@ -716,10 +684,8 @@ def check_msrsync(args):
 
 def environment(args, workdir, msrsync_version):
     mnt, fstype = filesystem_of(workdir)
-    env = {
-        "hosts_version": HOSTS_VERSION, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
-        "cpu_model": cpu_model(), "python": sys.version.split()[0],
+    env = machine_env("hosts_version", HOSTS_VERSION)
+    env.update({
         "python_executable": sys.executable,
         "rsync": first_line_of([args.rsync, "--version"], required=True),
         "msrsync": msrsync_version, "msrsync_path": os.path.abspath(args.msrsync),
@@ -728,7 +694,7 @@ def environment(args, workdir, msrsync_version):
         "workdir": workdir, "filesystem": fstype, "mount": mnt,
         "filesystem_note": filesystem_note(workdir), "euid": os.geteuid(),
         "loadavg_start": loadavg(),
-    }
+    })
     if "sshfs" in args.only:
         env["sshfs"] = suite.sshfs_version()
     return env
@@ -776,14 +742,11 @@ def print_header(env, ctx):
 # ---------------------------------------------------------------------------
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(
-        prog="hosts.py", description=__doc__.split("\n\n")[0],
-        epilog="examples:\n"
-               "  python3 bench/hosts.py --quick --reps 1\n"
-               "  python3 bench/hosts.py --json hosts.json\n"
-               "  python3 bench/hosts.py --only copy,rerun --files 20000\n"
-               "  python3 bench/hosts.py --only sshfs --sshfs-files 2000",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = script_parser("hosts.py", __doc__, [
+        "python3 bench/hosts.py --quick --reps 1",
+        "python3 bench/hosts.py --json hosts.json",
+        "python3 bench/hosts.py --only copy,rerun --files 20000",
+        "python3 bench/hosts.py --only sshfs --sshfs-files 2000"])
     p.add_argument("--quick", action="store_true",
                    help="small sizes (%d files, sshfs %d), a few minutes"
                    % (QUICK["files"], QUICK["sshfs_files"]))
@@ -816,10 +779,7 @@ def parse_args(argv):
                         "as bench.py) [rsync]")
     add_run_options(p, DEFAULT_SEED, "also rsync -ain --delete SRC/ DST/ after each copy")
     args = p.parse_args(argv)
-    sizes = QUICK if args.quick else FULL
-    for key, value in sizes.items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
+    fill_sizes(args, FULL, QUICK)
     if args.only:
         wanted = [w.strip() for w in args.only.split(",") if w.strip()]
         bad = [w for w in wanted if w not in CASES]
@@ -836,8 +796,6 @@ def parse_args(argv):
         p.error("--sshfs-hosts: at most %d hosts" % N_HOSTS)
     if args.delay_ms < 0:
         p.error("--delay-ms must be >= 0")
-    if args.workdir:
-        args.workdir = os.path.abspath(args.workdir)
     return args
 
 
@@ -854,11 +812,7 @@ def run(args):
     why = netns.unusable()
     if why:
         raise BenchError(why)
-    if args.workdir:
-        os.makedirs(args.workdir, exist_ok=True)
-        workdir, owned = args.workdir, False
-    else:
-        workdir, owned = tempfile.mkdtemp(prefix="msrsync-hosts-", dir="/var/tmp"), True
+    workdir, owned = make_workdir(args.workdir, "msrsync-hosts-")
     ctx = {"args": args, "workdir": workdir, "rig": rig, "spawner": Spawner(),
            "servers": rig.servers, "clk_tck": os.sysconf("SC_CLK_TCK"), "hosts": [],
            "ip": netns._ip(), "rerun_only": False}
@@ -915,29 +869,16 @@ def run(args):
         failed = any(r["failures"] for r in results)
     finally:
         rig.close()
-        keep_logs = failed or any(r["outliers"] for r in results)
         for name in ("hosts", "sshd"):
             remove_tree(os.path.join(workdir, name))
         runs_dir = os.path.join(workdir, "runs")
         for sec in (os.listdir(runs_dir) if os.path.isdir(runs_dir) else []):
             remove_tree(os.path.join(runs_dir, sec, "dst"))
-        if owned and not args.keep:
-            if keep_logs:
-                for name in os.listdir(workdir):
-                    if name != "runs":
-                        remove_tree(os.path.join(workdir, name))
-                for sec in (os.listdir(runs_dir) if os.path.isdir(runs_dir) else []):
-                    for name in os.listdir(os.path.join(runs_dir, sec)):
-                        if name != "logs":
-                            remove_tree(os.path.join(runs_dir, sec, name))
-            else:
-                remove_tree(workdir)
+        logs = clean_workdir(workdir, owned, args.keep,
+                             failed or any(r["outliers"] for r in results), logs_only=True)
     env["loadavg_end"] = loadavg()
     env["total_s"] = time.monotonic() - t_all
-    problems = []
-    if file_digest(args.msrsync) != env["msrsync_sha256"]:
-        problems.append("%s changed while the benchmark ran: the figures mix versions"
-                        % args.msrsync)
+    problems = changed_since(args.msrsync, env["msrsync_sha256"])
     if rig.leftovers:
         problems.append("left after the teardown: %s" % "; ".join(rig.leftovers))
     if rig.relay_stats:
@@ -952,7 +893,6 @@ def run(args):
             "%.1f" % stats["cpu_s"] if stats.get("cpu_s") is not None else "?"))
     print("benchmark time %.0f s; load average at end: %s" % (env["total_s"],
                                                              fmt_load(env["loadavg_end"])))
-    logs = os.path.join(workdir, "runs") if owned and not args.keep and keep_logs else None
     report_end(args, env, results, problems, logs)
     return 1 if failed or problems else 0
 

@@ -47,27 +47,28 @@ file; --verify adds `rsync -ain --delete SRC/ DST/`, which must print nothing.
 import argparse
 import collections
 import hashlib
-import json
 import os
-import platform
 import random
 import shlex
-import stat
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import (MiB, BenchError, Spawner, add_run_options, cached_tree,  # noqa: E402
-                    command_prefix, count_tree, cpu_model, describe_exit, file_digest,
-                    filesystem_note, filesystem_of, first_line_of, fmt_load, fmt_seconds,
-                    loadavg, log, measure, mem_available, parse_size, positive_int,
-                    print_header_end, print_results, print_workdir, random_block,
-                    remove_tree, report_end, run_main, settle_caches, tail, write_slices)
+from common import MiB, BenchError, add_quick_option, add_run_options  # noqa: E402
+from common import add_tool_options, cached_tree, changed_since  # noqa: E402
+from common import command_prefix, compare_copy, exit_problem, file_digest  # noqa: E402
+from common import fill_sizes, find_slow_runs, fmt_ratio, fmt_seconds  # noqa: E402
+from common import human_size, log, make_run_dirs, measure, median_or_none  # noqa: E402
+from common import msrsync_version, note_failure, ok_note, parse_size  # noqa: E402
+from common import positive_int, print_header_start, random_block, read_json  # noqa: E402
+from common import remove_tree, report_case, require_msrsync, rotation  # noqa: E402
+from common import run_case_alone, run_main, run_paths, run_record, run_rounds  # noqa: E402
+from common import script_parser, settle_caches, summary_row, tree_digest  # noqa: E402
+from common import write_slices  # noqa: E402
 
 LONGTAIL_VERSION = "1.0"
 REPO = os.path.dirname(HERE)
@@ -134,32 +135,11 @@ def build_tree(root, small, small_size, dirs, big_count, big_size, seed):
     return {"big": bigs}
 
 
-
 def manifest(root):
     """sha256 over every entry below ROOT (root itself left out: a DEST's own directory
     is made by the tool, SRC's by the build): relative path, type, size for files, mode
-    and mtime in seconds, sorted by path.  Two trees with the same digest hold the same
-    names, types, sizes, permissions and times."""
-    lines = []
-    stack = [""]
-    while stack:
-        rel = stack.pop()
-        with os.scandir(os.path.join(root, rel) if rel else root) as it:
-            for entry in it:
-                name = rel + "/" + entry.name if rel else entry.name
-                st = entry.stat(follow_symlinks=False)
-                if stat.S_ISDIR(st.st_mode):
-                    kind, size = "d", 0
-                    stack.append(name)
-                elif stat.S_ISREG(st.st_mode):
-                    kind, size = "f", st.st_size
-                else:
-                    kind, size = "o", 0
-                lines.append("%s\0%s\0%d\0%o\0%d" % (name, kind, size,
-                                                     stat.S_IMODE(st.st_mode),
-                                                     int(st.st_mtime)))
-    lines.sort()
-    return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
+    and mtime in seconds, sorted by path."""
+    return tree_digest(root)
 
 
 def sha256_of(path):
@@ -180,18 +160,9 @@ def describe_tree(a, count):
     names = dir_names(a.dirs)
     return ("%s files of %s in %d directories %s..%s, then %d file(s) of %s in %s/ "
             "(random bytes), %.0f MiB in all" % (
-                format(a.small, ","), human(a.small_size), a.dirs, names[0], names[-1],
-                a.big_count, human(a.big_size), BIG_DIR, count.bytes / float(MiB)))
-
-
-def human(nbytes):
-    """4 KiB, 256 MiB, 1.5 GiB."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", MiB), ("KiB", 1024)):
-        if nbytes >= size:
-            if nbytes % size == 0:
-                return "%d %s" % (nbytes // size, unit)
-            return "%.1f %s" % (nbytes / float(size), unit)
-    return "%d bytes" % nbytes
+                format(a.small, ","), human_size(a.small_size), a.dirs, names[0],
+                names[-1], a.big_count, human_size(a.big_size), BIG_DIR,
+                count.bytes / float(MiB)))
 
 
 def prepare_tree(a, workdir):
@@ -344,9 +315,23 @@ class BigWatch(object):
         return [self.seen.get(n) for n in self.names]
 
 
+def big_problems(dst, bigs):
+    """How the big files BIGS ([relative path, size, sha256], ...) differ in DST."""
+    problems = []
+    for rel, size, digest in bigs:
+        path = os.path.join(dst, rel)
+        try:
+            if os.path.getsize(path) != size:
+                problems.append("%s: %d bytes, SRC %d" % (rel, os.path.getsize(path), size))
+            elif sha256_of(path) != digest:
+                problems.append("%s: sha256 differs from SRC's" % rel)
+        except OSError as exc:
+            problems.append("%s: %s" % (rel, exc))
+    return problems
+
+
 def check_dest(dst, kind, src, expected, facts, a, log_path):
     """What differs between DST and what it must hold; [] when it is right."""
-    problems = []
     bigs = facts["big"]
     if kind == "biggest":
         rel, size, digest = bigs[0]
@@ -357,61 +342,21 @@ def check_dest(dst, kind, src, expected, facts, a, log_path):
             return ["cannot list DEST: %s" % exc]
         if present != [name]:
             return ["DEST holds %s, not %s alone" % (present[:5], name)]
-        path = os.path.join(dst, name)
-        if os.path.getsize(path) != size:
-            problems.append("%s: %d bytes, SRC %d" % (name, os.path.getsize(path), size))
-        elif sha256_of(path) != digest:
-            problems.append("%s: sha256 differs from SRC's" % name)
-        return problems
-    try:
-        got = count_tree(dst)
-    except OSError as exc:
-        return ["cannot walk DEST: %s" % exc]
-    for field in ("files", "dirs", "symlinks", "bytes"):
-        if getattr(got, field) != getattr(expected, field):
-            problems.append("%s: DEST %d, SRC %d" % (field, getattr(got, field),
-                                                    getattr(expected, field)))
-    if not problems and manifest(dst) != facts["manifest"]:
-        problems.append("the paths, types, sizes, modes or mtimes differ from SRC's "
-                        "(manifest digest)")
-    for rel, size, digest in bigs:
-        path = os.path.join(dst, rel)
-        try:
-            if os.path.getsize(path) != size:
-                problems.append("%s: %d bytes, SRC %d" % (rel, os.path.getsize(path), size))
-            elif sha256_of(path) != digest:
-                problems.append("%s: sha256 differs from SRC's" % rel)
-        except OSError as exc:
-            problems.append("%s: %s" % (rel, exc))
-    if a.verify:
-        argv = [a.rsync, "-ain", "--delete", src.rstrip("/") + "/", dst.rstrip("/") + "/"]
-        try:
-            out = subprocess.check_output(argv, stderr=subprocess.STDOUT)
-        except subprocess.CalledProcessError as exc:
-            out = exc.output + ("\n(rsync exited %d)" % exc.returncode).encode()
-        if out.strip():
-            lines = out.decode("utf-8", "replace").splitlines()
-            problems.append("rsync -ain --delete lists %d difference(s), e.g. %s"
-                            % (len(lines), "; ".join(lines[:3])))
-            with open(log_path, "ab") as f:
-                f.write(b"--- verify differences ---\n" + out)
-    return problems
+        return big_problems(dst, [[name, size, digest]])
 
+    def more(problems):
+        out = []
+        if not problems and manifest(dst) != facts["manifest"]:
+            out.append("the paths, types, sizes, modes or mtimes differ from SRC's "
+                       "(manifest digest)")
+        return out + big_problems(dst, bigs)
 
-def read_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
+    return compare_copy(src, dst, expected, a.rsync, a.verify, log_path, more=more)
 
 
 def run_one(ctx, tool, rep, runs, failures):
     a, d = ctx["args"], ctx["dir"]
-    slug = "".join(c if c.isalnum() or c in ".-" else "_" for c in tool.label)
-    log_path = os.path.join(d, "logs", "%s-rep%d.log" % (slug, rep))
-    json_path = os.path.join(d, "json", "%s-rep%d.json" % (slug, rep)) \
-        if tool.kind == "msrsync" else None
+    log_path, json_path = run_paths(d, tool.label, rep, tool.kind == "msrsync")
     dst = os.path.join(d, "dst")
     t0 = time.monotonic()
     remove_tree(dst)
@@ -433,21 +378,19 @@ def run_one(ctx, tool, rep, runs, failures):
     finally:
         starts = watch.finish()
     summary = read_json(json_path) if json_path else None
-    record = {
-        "rep": rep, "tool": tool.label, "kind": tool.kind, "which": tool.which,
-        "bucket_size": tool.size, "argv": argv, "wall_s": m.wall, "cpu_user_s": m.user,
-        "cpu_sys_s": m.sys, "cpu_s": m.user + m.sys, "maxrss_kib": m.maxrss_kib,
-        "exit_code": m.exit_code, "cache_dropped": dropped, "untimed_prep_s": prep,
-        "loadavg_after": loadavg(), "log": log_path, "big_started_s": starts,
+    record = run_record({"rep": rep, "tool": tool.label, "kind": tool.kind,
+                         "which": tool.which, "bucket_size": tool.size},
+                        argv, m, dropped, prep, log_path)
+    record.update({
+        "big_started_s": starts,
         "buckets": summary.get("buckets_total") if summary else None,
         "rsync_processes": summary.get("rsync_processes") if summary else None,
         "handed_out_unwalked": summary.get("scan_handed_out_unwalked") if summary else None,
         "check": None,
-    }
+    })
     problems = []
     if m.exit_code != 0:
-        problems.append("%s; last lines of %s:\n%s" % (describe_exit(m.exit_code), log_path,
-                                                      tail(log_path)))
+        problems.append(exit_problem(m.exit_code, log_path))
     check = check_dest(dst, tool.kind, ctx["src"], ctx["expected"], ctx["facts"], a, log_path)
     record["check"] = "ok" if not check else "; ".join(check)
     problems += check
@@ -464,22 +407,13 @@ def run_one(ctx, tool, rep, runs, failures):
                           "%.2f-%.2fs" % (min(seen), max(seen)) if seen else "?",
                           record["buckets"] if record["buckets"] is not None else "-",
                           "ok" if not problems else "FAILED", prep))
-    if problems:
-        failures.append("%s, rep %d: %s" % (tool.label, rep, "; ".join(problems)))
-        log("  " + "; ".join(problems).replace("\n", "\n  "))
+    note_failure(failures, "%s, rep %d" % (tool.label, rep), problems)
     return record
 
 
 def run_tools(ctx, tools):
     """Round robin: at repetition r the order is rotated by r."""
-    a = ctx["args"]
-    runs, failures = [], []
-    for rep in range(1, a.reps + 1):
-        k = (rep - 1) % len(tools)
-        order = tools[k:] + tools[:k]
-        log("repetition %d/%d" % (rep, a.reps))
-        for tool in order:
-            run_one(ctx, tool, rep, runs, failures)
+    runs, failures = run_rounds(ctx, run_one, lambda rep: rotation(tools, rep))
     remove_tree(os.path.join(ctx["dir"], "dst"))
     return runs, failures
 
@@ -487,11 +421,6 @@ def run_tools(ctx, tools):
 # ---------------------------------------------------------------------------
 # Summary and table
 # ---------------------------------------------------------------------------
-
-def _median_or_none(values):
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
 
 def _first(run):
     seen = [s for s in run["big_started_s"] if s is not None]
@@ -506,20 +435,17 @@ def _last(run):
 def summarize(tools, runs, procs):
     rows = []
     for tool in tools:
-        mine = [r for r in runs if r["tool"] == tool.label]
-        good = [r for r in mine if r["ok"]]
-        row = {"tool": tool.label, "kind": tool.kind, "which": tool.which,
-               "bucket_size": tool.size, "runs": len(mine), "ok_runs": len(good)}
+        row, good = summary_row([r for r in runs if r["tool"] == tool.label],
+                                {"tool": tool.label, "kind": tool.kind, "which": tool.which,
+                                 "bucket_size": tool.size})
         if good:
-            walls = [r["wall_s"] for r in good]
             row.update({
-                "median_s": statistics.median(walls), "min_s": min(walls),
-                "max_s": max(walls), "cpu_s": statistics.median(r["cpu_s"] for r in good),
-                "big_first_s": _median_or_none(_first(r) for r in good),
-                "big_last_s": _median_or_none(_last(r) for r in good),
-                "buckets": _median_or_none(r["buckets"] for r in good),
-                "handed_out_unwalked": _median_or_none(r["handed_out_unwalked"]
-                                                       for r in good),
+                "cpu_s": statistics.median(r["cpu_s"] for r in good),
+                "big_first_s": median_or_none(_first(r) for r in good),
+                "big_last_s": median_or_none(_last(r) for r in good),
+                "buckets": median_or_none(r["buckets"] for r in good),
+                "handed_out_unwalked": median_or_none(r["handed_out_unwalked"]
+                                                      for r in good),
             })
         rows.append(row)
     by_kind = dict((r["kind"], r) for r in rows if r["kind"] in ("rsync", "biggest"))
@@ -541,41 +467,32 @@ def summarize(tools, runs, procs):
 
 
 def find_outliers(runs, rows):
-    medians = dict((r["tool"], r["median_s"]) for r in rows if "median_s" in r)
-    out = []
-    for run in runs:
-        median = medians.get(run["tool"])
-        if run["ok"] and median and run["wall_s"] > OUTLIER_FACTOR * median:
-            out.append("%s, rep %d: %.2f s (median %.2f s), CPU %.2f s, log %s"
-                       % (run["tool"], run["rep"], run["wall_s"], median, run["cpu_s"],
-                          run["log"]))
-    return out
+    return find_slow_runs(runs, rows, ("tool",), lambda r: r["tool"], OUTLIER_FACTOR)
 
 
 def markdown_table(rows):
     head = ("| run | median s | min | max | x ideal | ratio to rsync | big files started, "
             "s (first-last) | buckets | CPU s |")
     out = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    f2 = lambda v: "%.2f" % v if v is not None else "-"    # noqa: E731
     for r in rows:
         if r.get("computed"):
             out.append("| %s | %s | | | %s | %s | | | |" % (
-                r["tool"], fmt_seconds(r["median_s"]), f2(r["ratio_to_ideal"]),
-                f2(r["ratio_to_rsync"])))
+                r["tool"], fmt_seconds(r["median_s"]), fmt_ratio(r["ratio_to_ideal"]),
+                fmt_ratio(r["ratio_to_rsync"])))
             continue
         if "median_s" not in r:
             out.append("| %s | FAILED (%d/%d ok) | | | | | | | |" % (r["tool"], r["ok_runs"],
                                                                       r["runs"]))
             continue
-        note = "" if r["ok_runs"] == r["runs"] else " (%d/%d ok)" % (r["ok_runs"], r["runs"])
         started = "-"
         if r.get("big_first_s") is not None:
             started = "%.2f-%.2f" % (r["big_first_s"], r["big_last_s"])
             if r["kind"] == "biggest":
                 started = "%.2f" % r["big_first_s"]
         out.append("| %s%s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            r["tool"], note, fmt_seconds(r["median_s"]), fmt_seconds(r["min_s"]),
-            fmt_seconds(r["max_s"]), f2(r["ratio_to_ideal"]), f2(r["ratio_to_rsync"]),
+            r["tool"], ok_note(r), fmt_seconds(r["median_s"]), fmt_seconds(r["min_s"]),
+            fmt_seconds(r["max_s"]), fmt_ratio(r["ratio_to_ideal"]),
+            fmt_ratio(r["ratio_to_rsync"]),
             started, "%g" % r["buckets"] if r.get("buckets") is not None else "-",
             fmt_seconds(r["cpu_s"])))
     return "\n".join(out)
@@ -586,10 +503,8 @@ def markdown_table(rows):
 # ---------------------------------------------------------------------------
 
 def versions_of(paths):
-    """Each msrsync's --version, which also caches its compiled code: a broken one stops
-    the benchmark before the tree is built."""
-    return dict((which, first_line_of(command_prefix(path) + ["--version"], required=True))
-                for which, path in paths.items())
+    """Each msrsync's --version (msrsync_version)."""
+    return dict((which, msrsync_version(path)) for which, path in paths.items())
 
 
 def run_case(a, workdir, spawner):
@@ -597,16 +512,14 @@ def run_case(a, workdir, spawner):
     a dict: rows, runs, failures, outliers, table, lines (the notes above the table),
     about (the tree in a line), problems (--msrsync changed meanwhile: suite.py checks
     that itself), versions and digests."""
-    if not os.path.exists(a.msrsync):
-        raise BenchError("msrsync not found: %s (--msrsync PATH)" % a.msrsync)
+    require_msrsync(a.msrsync)
     old, short = extract_old(a.old_rev, workdir)
     paths = {"old": old, "new": a.msrsync}
+    d = os.path.join(workdir, "runs", "longtail")
     try:
         versions = versions_of(paths)
         src, expected, facts = prepare_tree(a, workdir)
-        d = os.path.join(workdir, "runs", "longtail")
-        for sub in ("logs", "json"):
-            os.makedirs(os.path.join(d, sub), exist_ok=True)
+        make_run_dirs(d)
         biggest = facts["big"][0][0]
         ctx = {"args": a, "dir": d, "src": src, "expected": expected, "facts": facts,
                "paths": paths, "biggest": biggest, "spawner": spawner}
@@ -618,10 +531,8 @@ def run_case(a, workdir, spawner):
     finally:
         forget_compiled(paths["old"])
         remove_tree(paths["old"])
-    problems = []
-    if file_digest(a.msrsync) != new_sha:
-        problems.append("%s changed while the benchmark ran: the figures mix versions"
-                        % a.msrsync)
+        remove_tree(os.path.join(d, "dst"))     # a DEST an error left
+    problems = changed_since(a.msrsync, new_sha)
     rows = summarize(tools, runs, a.procs)
     cpus = os.cpu_count() or 1
     big = next((r for r in rows if r["kind"] == "biggest" and "median_s" in r), None)
@@ -680,17 +591,12 @@ def parse_bucket_sizes(text):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(
-        prog="longtail.py", description=__doc__.split("\n\n")[0],
-        epilog="examples:\n"
-               "  python3 bench/longtail.py\n"
-               "  python3 bench/longtail.py --quick\n"
-               "  python3 bench/longtail.py --old-rev HEAD~3 --bucket-sizes default,128M\n"
-               "  python3 bench/longtail.py --workdir /var/tmp/lt --json lt.json",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true",
-                   help="small sizes and 1 repetition: %s" % ", ".join(
-                       "%s %s" % (k, v) for k, v in sorted(QUICK.items())))
+    p = script_parser("longtail.py", __doc__, [
+        "python3 bench/longtail.py",
+        "python3 bench/longtail.py --quick",
+        "python3 bench/longtail.py --old-rev HEAD~3 --bucket-sizes default,128M",
+        "python3 bench/longtail.py --workdir /var/tmp/lt --json lt.json"])
+    add_quick_option(p, QUICK)
     p.add_argument("--small", type=positive_int, metavar="N",
                    help="small files [%d, quick %d]" % (FULL["small"], QUICK["small"]))
     p.add_argument("--small-size", type=parse_size, default=16384, metavar="SIZE",
@@ -709,11 +615,7 @@ def parse_args(argv):
                                         "or -s) and sizes for -s [default,64M]")
     p.add_argument("--old-rev", default=DEFAULT_OLD_REV, metavar="REV",
                    help="git revision of the msrsync to compare with [%s]" % DEFAULT_OLD_REV)
-    p.add_argument("--msrsync", default=DEFAULT_MSRSYNC, metavar="PATH",
-                   help="msrsync to test [../msrsync next to this script]")
-    p.add_argument("--rsync", default="rsync", metavar="PATH",
-                   help="rsync binary of the plain runs (msrsync runs rsync from PATH) "
-                        "[rsync]")
+    add_tool_options(p, DEFAULT_MSRSYNC)
     p.add_argument("--rsync-opts", default=RSYNC_OPTS, metavar="OPTS",
                    help="rsync options of every run; msrsync gets --rsync OPTS [%s]"
                    % RSYNC_OPTS)
@@ -727,88 +629,26 @@ def parse_args(argv):
                    help="repetitions [%d, quick %d]" % (FULL["reps"], QUICK["reps"]))
     add_run_options(p, DEFAULT_SEED, "also rsync -ain --delete SRC/ DST/ after each run")
     args = p.parse_args(argv)
-    sizes = QUICK if args.quick else FULL
-    for key, value in sizes.items():
-        if getattr(args, key) is None:
-            setattr(args, key, parse_size(value) if isinstance(value, str) else value)
-    if args.workdir:
-        args.workdir = os.path.abspath(args.workdir)
+    fill_sizes(args, FULL, QUICK)
     return args
 
 
-def environment(a, workdir):
-    mnt, fstype = filesystem_of(workdir)
-    return {
-        "longtail_version": LONGTAIL_VERSION, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
-        "cpu_model": cpu_model(), "python": sys.version.split()[0],
-        "rsync": first_line_of([a.rsync, "--version"], required=True),
-        "msrsync_path": os.path.abspath(a.msrsync), "workdir": workdir,
-        "filesystem": fstype, "mount": mnt, "filesystem_note": filesystem_note(workdir),
-        "euid": os.geteuid(), "mem_available": mem_available(), "loadavg_start": loadavg(),
-    }
-
-
 def run(a):
-    if a.workdir:
-        os.makedirs(a.workdir, exist_ok=True)
-        workdir, owned = a.workdir, False
-    else:
-        base = "/var/tmp"
-        st = os.statvfs(base)
-        if st.f_bavail * st.f_frsize < space_needed(a):
-            raise BenchError("%s has %.1f GiB free, the tree and a DEST need about %.1f GiB "
-                             "(--workdir DIR elsewhere, or smaller sizes)" % (
-                                 base, st.f_bavail * st.f_frsize / float(1 << 30),
-                                 space_needed(a) / float(1 << 30)))
-        workdir, owned = tempfile.mkdtemp(prefix="msrsync-longtail-", dir=base), True
-    env = environment(a, workdir)
-    spawner = Spawner()
-    res, failed = None, True
-    try:
-        res = run_case(a, workdir, spawner)
-        failed = bool(res["failures"])
-    finally:
-        keep_logs = failed or bool(res and res["outliers"])
-        runs_dir = os.path.join(workdir, "runs")
-        remove_tree(os.path.join(runs_dir, "longtail", "dst"))
-        if owned and not a.keep:
-            if keep_logs and os.path.isdir(runs_dir):   # only the logs, to read
-                for name in os.listdir(workdir):
-                    if name != "runs":
-                        remove_tree(os.path.join(workdir, name))
-            else:
-                remove_tree(workdir)
-    env.update({"msrsync": res["versions"]["new"], "msrsync_sha256": res["msrsync_sha256"],
-                "old_rev": res["old_rev"], "old_msrsync": res["versions"]["old"],
-                "old_sha256": res["old_sha256"], "loadavg_end": loadavg()})
-    print("# msrsync benchmark: long tail, big files found last (%s)" % env["date"])
-    print()
-    print("- machine: %d CPUs (%s), kernel %s, host %s, %.1f GiB of memory available" % (
-        env["cpus"], env["cpu_model"], env["kernel"], env["host"],
-        env["mem_available"] / float(1 << 30)))
-    print("- %s; msrsync %s (%s, sha256 %s); Python %s" % (
-        env["rsync"], env["msrsync"].split()[-1], env["msrsync_path"],
-        res["msrsync_sha256"][:12], env["python"]))
-    print_workdir(env)
-    print("- tree: %s, seed %d" % (res["about"], a.seed))
+    env, res, failed, logs, _ = run_case_alone(
+        a, "longtail", LONGTAIL_VERSION, space_needed(a), "the tree and a DEST", run_case,
+        lambda res: {"msrsync": res["versions"]["new"],
+                     "msrsync_sha256": res["msrsync_sha256"], "old_rev": res["old_rev"],
+                     "old_msrsync": res["versions"]["old"],
+                     "old_sha256": res["old_sha256"]})
+    print_header_start("msrsync benchmark: long tail, big files found last", env,
+                       tree="%s, seed %d" % (res["about"], a.seed))
     print("- %d repetition(s), runs interleaved round-robin, medians; -p %d; rsync options "
           "`%s`" % (a.reps, a.procs, a.rsync_opts))
     print("- x ideal = median / the ideal's; ratio to rsync = median / plain rsync's median "
           "for the whole tree, in the same run (below 1 is faster); CPU s = user+system of "
           "the tool and all its children (os.wait4)")
-    print_header_end(env)
-    print("## Long tail: big files found last — %s" % res["about"])
-    print_results({"skipped": None, "lines": res["lines"], "table": res["table"],
-                   "outliers": res["outliers"], "failures": res["failures"]},
-                  OUTLIER_FACTOR, ["%.0f s; load average at start %s, at end %s" % (
-                      res["seconds"], fmt_load(env["loadavg_start"]),
-                      fmt_load(env["loadavg_end"]))])
-    logs = os.path.join(workdir, "runs") if owned and not a.keep and keep_logs else None
-    report_end(a, env, [{"section": "longtail", "title": res["about"], "rows": res["rows"],
-                         "runs": res["runs"], "failures": res["failures"],
-                         "outliers": res["outliers"]}], res["problems"], logs)
-    return 1 if failed or res["problems"] else 0
+    return report_case(a, env, "longtail", "Long tail: big files found last", res, failed,
+                       logs, OUTLIER_FACTOR, "%.0f s" % res["seconds"])
 
 
 def main(argv=None):

@@ -25,30 +25,29 @@ sshd's children's times, read from /proc once its sessions are gone).
     python3 bench/remote.py --quick       # smoke run: 50 MiB, 2,000 files, 1 repetition
 """
 
-import argparse
 import collections
 import itertools
 import os
-import platform
 import random
 import re
 import shlex
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from common import (MiB, BenchError, Spawner, cached_tree, command_prefix,  # noqa: E402
-                    count_tree, cpu_model, dataset_layout, describe_exit, file_digest,
-                    filesystem_of, first_line_of, fmt_seconds, load_servers, loadavg, log, measure,
-                    output_tail, parse_int_list, parse_size, pick_base, positive_int,
-                    proc_cpu_ticks, random_block, remove_tree, settle_caches, show_arg,
-                    run_main, start_sshd, tail, wait_idle, write_json, write_slices)
+from common import (MiB, BenchError, Spawner, cached_tree, changed_since,  # noqa: E402
+                    command_prefix, count_tree, dataset_layout, describe_exit, file_digest,
+                    filesystem_of, first_line_of, fmt_ratio, fmt_seconds, load_servers,
+                    loadavg, log, machine_env, make_workdir, measure, msrsync_version,
+                    ok_note, output_tail, parse_int_list, parse_size, positive_int,
+                    proc_cpu_ticks, random_block, remove_tree, require_msrsync, rotation,
+                    run_main, script_parser, settle_caches, show_arg, start_sshd,
+                    summary_row, tail, wait_idle, write_json, write_slices)
 
 BENCH_VERSION = "1.0"
 DEFAULT_MSRSYNC = os.path.join(REPO, "msrsync")
@@ -291,8 +290,7 @@ def run_section(data, tools, ctx):
     args = ctx["args"]
     runs = []
     for rep in range(1, args.reps + 1):
-        k = (rep - 1) % len(tools)
-        order = tools[k:] + tools[:k]
+        order = rotation(tools, rep)
         log("%s, repetition %d/%d: %s" % (data.name, rep, args.reps,
                                          ", ".join(t.label for t in order)))
         for tool in order:
@@ -357,15 +355,11 @@ def summarize(section, tools, runs, data):
     rows = []
     for tool in tools:
         mine = [r for r in runs if r["tool"] == tool.label]
-        good = [r for r in mine if r["ok"]]
-        row = {"section": section, "tool": tool.label, "kind": tool.kind,
-               "opts": tool.opts, "runs": len(mine), "ok_runs": len(good)}
+        row, good = summary_row(mine, {"section": section, "tool": tool.label,
+                                       "kind": tool.kind, "opts": tool.opts})
         if good:
-            walls = [r["wall_s"] for r in good]
             srv = [r["cpu_server_s"] for r in good if r["cpu_server_s"] is not None]
             row.update({
-                "median_s": statistics.median(walls), "min_s": min(walls),
-                "max_s": max(walls),
                 "cpu_client_s": statistics.median(r["cpu_client_s"] for r in good),
                 "cpu_server_s": statistics.median(srv) if srv else None,
             })
@@ -395,15 +389,13 @@ def markdown_table(rows):
             out.append("| %s | %s | FAILED (0/%d ok): %s | | | | | | | | |"
                        % (r["section"], r["tool"], r["runs"], r["error"]))
             continue
-        note = "" if r["ok_runs"] == r["runs"] else " (%d/%d ok)" % (r["ok_runs"], r["runs"])
-        f2 = lambda v: "%.2f" % v if v is not None else "-"  # noqa: E731
         out.append("| %s | %s%s | %s | %s | %s | %.1f | %s | %s | %s | %s | %s |" % (
-            r["section"], r["tool"], note, fmt_seconds(r["median_s"]),
+            r["section"], r["tool"], ok_note(r), fmt_seconds(r["median_s"]),
             fmt_seconds(r["min_s"]), fmt_seconds(r["max_s"]), r["mb_s"],
-            f2(r.get("ratio_to_rsync")), f2(r.get("speedup")),
+            fmt_ratio(r.get("ratio_to_rsync")), fmt_ratio(r.get("speedup")),
             fmt_seconds(r["cpu_client_s"]),
             fmt_seconds(r["cpu_server_s"]) if r["cpu_server_s"] is not None else "?",
-            f2(r.get("cores_busy"))))
+            fmt_ratio(r.get("cores_busy"))))
     return "\n".join(out)
 
 
@@ -515,15 +507,11 @@ def bucket_opts(args):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(
-        prog="remote.py",
-        description="Benchmark msrsync against rsync pushing over ssh to a private "
-                    "loopback sshd (issue 4's figures).",
-        epilog="examples:\n"
-               "  python3 bench/remote.py --reps 3        # the issue's figures\n"
-               "  python3 bench/remote.py --quick         # smoke run, under a minute\n"
-               "  python3 bench/remote.py --z-opts=--zc=zlib   # -z as zlib, level 6",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = script_parser("remote.py", "Benchmark msrsync against rsync pushing over ssh to a "
+                                   "private loopback sshd (issue 4's figures).", [
+        "python3 bench/remote.py --reps 3        # the issue's figures",
+        "python3 bench/remote.py --quick         # smoke run, under a minute",
+        "python3 bench/remote.py --z-opts=--zc=zlib   # -z as zlib, level 6"])
     p.add_argument("--quick", action="store_true",
                    help="smoke run: %s, %d files, %d repetition unless given"
                    % (QUICK_SIZE, QUICK_FILES, QUICK_REPS))
@@ -580,29 +568,21 @@ def run(args):
     sections = {"compressible": [SECTION_BIG], "small": [SECTION_SMALL]}.get(
         args.only, [SECTION_BIG, SECTION_SMALL])
     servers = load_servers()   # start_sshd() checks that openssh is there
-    if not args.rsync_only and not os.path.exists(args.msrsync):
-        raise BenchError("msrsync not found: %s (--msrsync PATH)" % args.msrsync)
-    env = {
-        "bench_version": BENCH_VERSION, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
-        "cpu_model": cpu_model(), "python": sys.version.split()[0],
+    if not args.rsync_only:
+        require_msrsync(args.msrsync)
+    env = machine_env("bench_version", BENCH_VERSION)
+    env.update({
         "rsync": first_line_of([args.rsync, "--version"], required=True),
         "ssh": first_line_of(["ssh", "-V"]),
         "loadavg_start": loadavg(),
-    }
+    })
     if not args.rsync_only:
         # a broken msrsync stops here, before the datasets are built
-        env["msrsync"] = first_line_of(command_prefix(args.msrsync) + ["--version"],
-                                       required=True)
+        env["msrsync"] = msrsync_version(args.msrsync)
         env["msrsync_path"] = os.path.abspath(args.msrsync)
         env["msrsync_sha256"] = file_digest(args.msrsync)
-    if args.workdir:
-        os.makedirs(args.workdir, exist_ok=True)
-        workdir, owned = args.workdir, False
-    else:
-        workdir = tempfile.mkdtemp(prefix="msrsync-bench-remote-",
-                                   dir=pick_base(space_needed(args, sections)))
-        owned = True
+    workdir, owned = make_workdir(args.workdir, "msrsync-bench-remote-", base=None,
+                                  need=space_needed(args, sections))
     env["workdir"] = workdir
     env["mount"], env["filesystem"] = filesystem_of(workdir)[0], filesystem_of(workdir)[1]
     logs = os.path.join(workdir, "logs")
@@ -651,9 +631,8 @@ def run(args):
         if not r["ok"]:
             failures.append("%s, %s, rep %d: %s" % (r["section"], r["tool"], r["rep"],
                                                    "; ".join(r["problems"])))
-    if not args.rsync_only and file_digest(args.msrsync) != env["msrsync_sha256"]:
-        failures.append("%s changed while the benchmark ran: the figures mix versions"
-                        % args.msrsync)
+    if not args.rsync_only:
+        failures += changed_since(args.msrsync, env["msrsync_sha256"])
 
     shown_rsh = "ssh -p PORT -i KEY -o ... -o Compression=no" + (
         " -c %s" % args.cipher if args.cipher else "")

@@ -41,14 +41,12 @@ import argparse
 import collections
 import json
 import os
-import platform
 import random
 import re
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,13 +55,15 @@ import bench  # noqa: E402
 import check  # noqa: E402
 import longtail  # noqa: E402
 import remote  # noqa: E402
-from common import (MiB, BenchError, Spawner, add_run_options, fmt_load,  # noqa: E402
-                    print_results,
-                    print_header_end, print_workdir, report_end, build_dataset, cached_tree,
-                    command_prefix, cpu_model, dataset_layout, file_digest, filesystem_note,
-                    filesystem_of, first_line_of, fmt_seconds, load_servers, loadavg, log, mib,
-                    parse_int_list, parse_size, positive_int, proc_cpu_ticks, random_block,
-                    remove_tree, run_main, start_sshd, tail, write_slices)
+from common import (MiB, BenchError, Spawner, add_quick_option, add_run_options,  # noqa: E402
+                    build_dataset, cached_tree, changed_since, clean_workdir,
+                    dataset_layout, file_digest, filesystem_note, filesystem_of, fill_sizes,
+                    first_line_of, fmt_load, fmt_ratio, fmt_seconds, load_servers,
+                    load_span, loadavg, log, machine_env, make_workdir, mib,
+                    msrsync_version, ok_note, parse_int_list, parse_size, positive_int,
+                    print_header_end, print_header_start, print_results, proc_cpu_ticks,
+                    random_block, remove_tree, report_end, require_msrsync, run_main,
+                    start_sshd, tail, write_slices)
 
 SUITE_VERSION = "1.0"
 RELAY_PY = os.path.join(HERE, "relay.py")
@@ -700,22 +700,20 @@ def ssh_table(rows, first, wire=False):
     head += " wire MB | SRC/wire |" if wire else ""
     head += " x rsync | CPU s client | CPU s server | cores busy | peak RSS MB |"
     out = [head, "|---|---|" + "---:|" * (head.count("|") - 3)]
-    f2 = lambda v: "%.2f" % v if v is not None else "-"  # noqa: E731
     for r in rows:
         if "median_s" not in r:
             out.append("| %s | %s | FAILED (0/%d ok): %s |%s" % (
                 r["section"], r["name"], r["runs"], r["error"], " |" * (head.count("|") - 5)))
             continue
-        note = "" if r["ok_runs"] == r["runs"] else " (%d/%d ok)" % (r["ok_runs"], r["runs"])
-        cells = [r["section"], r["name"] + note, fmt_seconds(r["median_s"]),
+        cells = [r["section"], r["name"] + ok_note(r), fmt_seconds(r["median_s"]),
                  fmt_seconds(r["min_s"]), fmt_seconds(r["max_s"]), "%.1f" % r["mb_s"]]
         if wire:
             w = r.get("wire_bytes")
             cells += ["%.1f" % (w / 1e6) if w else "?",
                       "%.2f" % (r["mb_s"] * 1e6 * r["median_s"] / w) if w else "?"]
-        cells += [f2(r.get("speedup")), fmt_seconds(r["cpu_client_s"]),
+        cells += [fmt_ratio(r.get("speedup")), fmt_seconds(r["cpu_client_s"]),
                   fmt_seconds(r["cpu_server_s"]) if r["cpu_server_s"] is not None else "?",
-                  f2(r.get("cores_busy")),
+                  fmt_ratio(r.get("cores_busy")),
                   "%.1f" % r["peak_rss_mib"] if r.get("peak_rss_mib") is not None else "?"]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
@@ -735,8 +733,8 @@ def print_result(res, letter, title, started, ended, seconds):
     if res["title"]:
         head += " — " + res["title"]
     print(head)
-    print_results(res, bench.OUTLIER_FACTOR, ["%.0f s; load average at start %s, at end %s"
-                                              % (seconds, fmt_load(started), fmt_load(ended))])
+    print_results(res, bench.OUTLIER_FACTOR, ["%.0f s; %s" % (seconds,
+                                                              load_span(started, ended))])
 
 
 
@@ -746,18 +744,16 @@ def print_result(res, letter, title, started, ended, seconds):
 
 def environment(args, workdir):
     mnt, fstype = filesystem_of(workdir)
-    env = {
-        "suite_version": SUITE_VERSION, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
-        "cpu_model": cpu_model(), "python": sys.version.split()[0],
+    env = machine_env("suite_version", SUITE_VERSION)
+    env.update({
         "rsync": first_line_of([args.rsync, "--version"], required=True),
-        "msrsync": first_line_of(command_prefix(args.msrsync) + ["--version"], required=True),
+        "msrsync": msrsync_version(args.msrsync),
         "msrsync_path": os.path.abspath(args.msrsync),
         "msrsync_sha256": file_digest(args.msrsync),
         "workdir": workdir, "filesystem": fstype, "mount": mnt, "euid": os.geteuid(),
         "filesystem_note": filesystem_note(workdir),
         "loadavg_start": loadavg(),
-    }
+    })
     if set(args.only) & {"compress", "ssh", "sshfs"}:
         env["ssh"] = first_line_of(["ssh", "-V"])
     if "sshfs" in args.only:
@@ -767,17 +763,8 @@ def environment(args, workdir):
 
 
 def print_header(env, args, sections):
-    print("# msrsync benchmark suite (%s)" % env["date"])
-    print()
-    print("- machine: %d CPUs (%s), kernel %s, host %s" % (env["cpus"], env["cpu_model"],
-                                                          env["kernel"], env["host"]))
-    print("- %s; msrsync %s (%s, sha256 %s); Python %s" % (
-        env["rsync"], env["msrsync"].split()[-1], env["msrsync_path"],
-        (env["msrsync_sha256"] or "?")[:12], env["python"]))
-    for key in ("ssh", "sshfs", "parallel"):
-        if key in env:
-            print("- %s: %s" % (key, env[key]))
-    print_workdir(env)
+    print_header_start("msrsync benchmark suite", env, [
+        "%s: %s" % (key, env[key]) for key in ("ssh", "sshfs", "parallel") if key in env])
     print("- sections: %s; %d repetition(s) each, tools interleaved round-robin, medians; "
           "page cache %s before every run" % (
               ", ".join(sections), args.reps,
@@ -795,9 +782,7 @@ def parse_args(argv):
         epilog="sections (--only, names or letters): " + ", ".join(
             "%s (%s) %s" % (n, l, t.replace("`", "")) for n, l, t in SECTIONS),
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true",
-                   help="small sizes and 1 repetition: %s" % ", ".join(
-                       "%s %s" % (k, v) for k, v in sorted(QUICK.items())))
+    add_quick_option(p, QUICK)
     p.add_argument("--only", metavar="SECTION[,SECTION]",
                    help="run these sections only [all]: copy, checksum, compress, ssh, "
                         "sshfs, scaling, longtail, check (or a, b, c, d, e, f, g, h, i)")
@@ -858,10 +843,7 @@ def parse_args(argv):
     add_run_options(p, DEFAULT_SEED,
                     "local sections: also rsync -ain --delete SRC/ DST/ after each copy")
     args = p.parse_args(argv)
-    sizes = QUICK if args.quick else FULL
-    for key, value in sizes.items():
-        if getattr(args, key) is None:
-            setattr(args, key, parse_size(value) if isinstance(value, str) else value)
+    fill_sizes(args, FULL, QUICK)
     names = [s for s, _, _ in SECTIONS]
     if args.only:
         wanted = []
@@ -887,26 +869,15 @@ def parse_args(argv):
         p.error("--delay-ms must be >= 0")
     if args.shm and args.workdir:
         p.error("--shm and --workdir exclude each other")
-    if args.workdir:
-        args.workdir = os.path.abspath(args.workdir)
     return args
 
 
 def run(args):
-    if not os.path.exists(args.msrsync):
-        raise BenchError("msrsync not found: %s (--msrsync PATH)" % args.msrsync)
-    if args.workdir:
-        os.makedirs(args.workdir, exist_ok=True)
-        workdir, owned = args.workdir, False
-    else:
-        base = os.environ.get("SHM", "/dev/shm") if args.shm else "/var/tmp"
-        st = os.statvfs(base)
-        need = space_needed(args, args.only)
-        if st.f_bavail * st.f_frsize < need:
-            raise BenchError("%s has %.1f GiB free, the datasets need about %.1f GiB "
-                             "(--workdir DIR elsewhere, or smaller sizes)"
-                             % (base, st.f_bavail * st.f_frsize / float(GiB), need / float(GiB)))
-        workdir, owned = tempfile.mkdtemp(prefix="msrsync-suite-", dir=base), True
+    require_msrsync(args.msrsync)
+    workdir, owned = make_workdir(
+        args.workdir, "msrsync-suite-",
+        os.environ.get("SHM", "/dev/shm") if args.shm else "/var/tmp",
+        None if args.workdir else space_needed(args, args.only))
     env = environment(args, workdir)
     print_header(env, args, args.only)
     suite = Suite(args, workdir)
@@ -932,31 +903,16 @@ def run(args):
                 results.append(res)
     finally:
         suite.close()
-        keep_logs = failed or any(r["outliers"] for r in results)
-        if owned and not args.keep:
-            if keep_logs:   # only the logs, to read
-                for name in os.listdir(workdir):
-                    if name != "runs":
-                        remove_tree(os.path.join(workdir, name))
-                for sec in os.listdir(os.path.join(workdir, "runs")) \
-                        if os.path.isdir(os.path.join(workdir, "runs")) else []:
-                    for name in os.listdir(os.path.join(workdir, "runs", sec)):
-                        if name != "logs":
-                            remove_tree(os.path.join(workdir, "runs", sec, name))
-            else:
-                remove_tree(workdir)
+        logs = clean_workdir(workdir, owned, args.keep,
+                             failed or any(r["outliers"] for r in results), logs_only=True)
     env["loadavg_end"] = loadavg()
     env["suite_s"] = time.monotonic() - t_all
-    problems = []
-    if file_digest(args.msrsync) != env["msrsync_sha256"]:
-        problems.append("%s changed while the benchmark ran: the figures mix versions"
-                        % args.msrsync)
+    problems = changed_since(args.msrsync, env["msrsync_sha256"])
     print("suite time %.0f s; load average at end: %s" % (env["suite_s"],
                                                          fmt_load(env["loadavg_end"])))
     for r in [r for r in results if r["skipped"]]:
         print("skipped: %s: %s" % (r["section"], r["skipped"]))
-    report_end(args, env, results, problems, os.path.join(workdir, "runs")
-               if owned and not args.keep and keep_logs else None)
+    report_end(args, env, results, problems, logs)
     return 1 if failed or problems else 0
 
 

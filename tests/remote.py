@@ -564,13 +564,14 @@ def serve_sshd(tmp_path_factory):
         server.stop()
 
 
-def serve_rsync_daemon(tmp_path_factory):
-    """Generator for a pytest fixture: yields a running RsyncDaemon whose modules serve
-    pytest's base temporary directory (so every test's tmp_path has a daemon address),
-    stops it afterwards."""
+def serve_rsync_daemon(tmp_path_factory, kind=None):
+    """Generator for a pytest fixture: yields a running RsyncDaemon (or KIND, a subclass)
+    whose modules serve pytest's base temporary directory (so every test's tmp_path has a
+    daemon address), stops it afterwards."""
     if shutil.which("rsync") is None:
         pytest.skip("rsync is not installed")
-    daemon = RsyncDaemon(tmp_path_factory.mktemp("rsyncd"), tmp_path_factory.getbasetemp())
+    daemon = (kind or RsyncDaemon)(tmp_path_factory.mktemp("rsyncd"),
+                                   tmp_path_factory.getbasetemp())
     try:
         daemon.prepare()
         daemon.start()

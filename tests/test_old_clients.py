@@ -26,7 +26,7 @@ import pytest
 
 from helpers import (age, assert_same_tree, build, describe, rsync_opts_string, run_msrsync,
                      run_rsync, stderr_lines, text)
-from remote import (RsyncDaemon, closed_port, rsh_command, serve_sshd)
+from remote import (RsyncDaemon, closed_port, rsh_command, serve_rsync_daemon, serve_sshd)
 
 OPTS = ["-aS", "--numeric-ids"]
 # a connection attempt to a closed port: ssh fails (255), or rsync sees EOF first (12)
@@ -65,15 +65,7 @@ class RefusingDaemon(RsyncDaemon):
 def refusing_daemon(tmp_path_factory):
     """A private rsync daemon on 127.0.0.1 serving pytest's base temporary directory,
     with module noatime (refuse options = open-noatime); stopped by its pid."""
-    if shutil.which("rsync") is None:
-        pytest.skip("rsync is not installed")
-    daemon = RefusingDaemon(tmp_path_factory.mktemp("rsyncd"), tmp_path_factory.getbasetemp())
-    try:
-        daemon.prepare()
-        daemon.start()
-        yield daemon
-    finally:
-        daemon.stop()
+    yield from serve_rsync_daemon(tmp_path_factory, RefusingDaemon)
 
 
 def _tree(root, n=30):
