@@ -2,6 +2,7 @@
 
 import fcntl
 import os
+import tempfile
 import sys
 
 import pytest
@@ -67,9 +68,10 @@ def nonroot():
         pytest.skip("no python3 that user nobody can run and that can read %s"
                     % helpers.MSRSYNC)
     workdir = helpers.shared_tmpdir()
-    tmpdir = os.path.join(workdir, "TMPDIR")
-    os.mkdir(tmpdir)
-    os.chmod(tmpdir, 0o777)
+    # nobody's $TMPDIR is as /tmp is, sticky (msrsync refuses to make its bucket
+    # directory where others may rename it), beside the 0777 workdir, not in it
+    tmpdir = tempfile.mkdtemp(prefix="msrsync-test-tmpdir-", dir="/tmp")
+    os.chmod(tmpdir, 0o1777)
     old = os.environ.get("TMPDIR")
     os.environ["TMPDIR"] = tmpdir
     try:
@@ -80,3 +82,4 @@ def nonroot():
         else:
             os.environ["TMPDIR"] = old
         helpers.rmtree_force(workdir)
+        helpers.rmtree_force(tmpdir)

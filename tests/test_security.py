@@ -20,7 +20,6 @@ import json
 import os
 import pwd
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -88,27 +87,27 @@ def attacker(nobody_python):
     return run
 
 
-@pytest.fixture
-def shared():
-    """A directory under /tmp that nobody may write: 0777, no sticky bit."""
-    path = tempfile.mkdtemp(prefix="msrsync-sec-shared-", dir="/tmp")
-    os.chmod(path, 0o777)
+def tmp_dir(prefix, mode):
+    """A fresh directory under /tmp with MODE, removed after the test."""
+    path = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+    os.chmod(path, mode)
     try:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def shared():
+    """A directory under /tmp that nobody may write: 0777, no sticky bit."""
+    yield from tmp_dir("msrsync-sec-shared-", 0o777)
 
 
 @pytest.fixture
 def rootdir():
     """A root-owned 0755 directory under /tmp: nobody can reach (not write) what is in
     it; every directory above it is safe (/tmp is sticky)."""
-    path = tempfile.mkdtemp(prefix="msrsync-sec-root-", dir="/tmp")
-    os.chmod(path, 0o755)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+    yield from tmp_dir("msrsync-sec-root-", 0o755)
 
 
 # --------------------------------------------------------------------------- msrsync runs
@@ -433,7 +432,7 @@ def test_resume_with_a_symlink_in_the_directory_is_refused(rootdir, shared, atta
     assert json.loads(read(run_json))["argv"][-1].startswith("fakehost:")   # control
     cp = msrsync("--resume", run_dir)
     assert not os.path.exists(marker), "nobody's script ran as root:\n%s" % describe(cp)
-    assert_refused(cp, run_json)
+    assert_refused(cp, os.path.join(os.path.realpath(run_dir), "run.json"))
 
 
 def test_resume_below_a_directory_others_may_write_is_refused(rootdir):
@@ -458,30 +457,29 @@ def test_resume_below_a_directory_another_user_owns_is_refused(rootdir):
 
 # --------------------------------------------------------------------------- -b and TMPDIR
 
-def test_buckets_in_a_directory_others_may_write_are_refused(tmp_path, shared):
-    """-b SHARED, a 0777 directory without the sticky bit: another user could rename
-    the bucket directory away and put their own lists in its place.  Refused before
-    anything is made: exit 45, one line naming it; no bucket directory, no DEST."""
+def assert_bucket_parent_refused(tmp_path, parent, *options, env=None):
+    """A run whose bucket directory would go in PARENT is refused before anything is
+    made: exit 45, one line naming PARENT; nothing in it, no DEST."""
     src = small_src(tmp_path / "src")
     dest = tmp_path / "dest"
-    cp = msrsync("-p", "2", "-f", "1", "-b", shared, src + b"/", dest)
-    assert_refused(cp, os.path.realpath(shared))
-    assert os.listdir(shared) == []
+    cp = msrsync(*(["-p", "2", "-f", "1"] + list(options) + [src + b"/", dest]), env=env)
+    assert_refused(cp, os.path.realpath(parent))
+    assert os.listdir(parent) == []
     assert not os.path.lexists(dest), "DEST was made by a refused run"
+
+
+def test_buckets_in_a_directory_others_may_write_are_refused(tmp_path, shared):
+    """-b SHARED, a 0777 directory without the sticky bit: another user could rename
+    the bucket directory away and put their own lists in its place."""
+    assert_bucket_parent_refused(tmp_path, shared, "-b", shared)
 
 
 def test_buckets_in_a_directory_another_user_owns_are_refused(tmp_path, rootdir):
-    """-b DIR owned by nobody (0755): nobody could rename the bucket directory away.
-    Refused: exit 45, one line naming it; no DEST."""
-    src = small_src(tmp_path / "src")
+    """-b DIR owned by nobody (0755): nobody could rename the bucket directory away."""
     theirs = os.path.join(rootdir, "nobodys")
     os.mkdir(theirs, 0o755)
     os.chown(theirs, NOBODY, NOBODY)
-    dest = tmp_path / "dest"
-    cp = msrsync("-p", "2", "-f", "1", "-b", theirs, src + b"/", dest)
-    assert_refused(cp, os.path.realpath(theirs))
-    assert os.listdir(theirs) == []
-    assert not os.path.lexists(dest), "DEST was made by a refused run"
+    assert_bucket_parent_refused(tmp_path, theirs, "-b", theirs)
 
 
 def test_buckets_in_a_sticky_directory_of_roots_work(tmp_path, rootdir):
@@ -501,17 +499,11 @@ def test_buckets_in_a_sticky_directory_of_roots_work(tmp_path, rootdir):
 
 def test_default_bucket_parent_tmpdir_another_user_owns_is_refused(tmp_path, rootdir):
     """Without -b the bucket directory goes in TMPDIR; TMPDIR a directory nobody owns
-    is refused as -b would be: exit 45, one line naming it; no DEST."""
-    src = small_src(tmp_path / "src")
+    is refused as -b would be."""
     theirs = os.path.join(rootdir, "nobodys-tmp")
     os.mkdir(theirs, 0o700)
     os.chown(theirs, NOBODY, NOBODY)
-    env = dict(os.environ, TMPDIR=theirs)
-    dest = tmp_path / "dest"
-    cp = msrsync("-p", "2", "-f", "1", src + b"/", dest, env=env)
-    assert_refused(cp, os.path.realpath(theirs))
-    assert os.listdir(theirs) == []
-    assert not os.path.lexists(dest), "DEST was made by a refused run"
+    assert_bucket_parent_refused(tmp_path, theirs, env=dict(os.environ, TMPDIR=theirs))
 
 
 # --------------------------------------------------------------------------- the code cache
@@ -573,12 +565,35 @@ with open(os.path.join(directory, name), "wb") as handle:
 """
 
 
-def test_code_cache_of_roots_own_is_run(tmp_path, rootdir):
-    """Control of the cache attacks: the payload, in a root-owned 0700 cache directory
-    as a root-owned 0600 file, IS run by the loader (the payload is a valid cache
-    file of this program)."""
-    program = Program(str(tmp_path / "prog"))
-    home = os.path.join(rootdir, "home")
+@pytest.fixture
+def program(tmp_path):
+    """A Program in tmp_path.  When the cache directory HOME or XDG_CACHE_HOME names is
+    refused, the loader keeps its compiled code in root's home from the password
+    database: that file is removed afterwards, with the directories made for it if
+    they were not there before."""
+    home = pwd.getpwuid(os.geteuid()).pw_dir
+    dirs = [os.path.join(home, ".cache"), os.path.join(home, ".cache", "msrsync")]
+    existed = [os.path.isdir(d) for d in dirs]
+    made = Program(str(tmp_path / "prog"))
+    try:
+        yield made
+    finally:
+        try:
+            os.unlink(os.path.join(dirs[1], made.cache_name))
+        except OSError:
+            pass
+        for directory, was in reversed(list(zip(dirs, existed))):
+            if not was:
+                try:
+                    os.rmdir(directory)
+                except OSError:
+                    pass
+
+
+def roots_cache_with_payload(tmp_path, rootdir, program, mode):
+    """A root-owned 0700 home and cache directory holding the payload as a root-owned
+    file of MODE: (home, the marker the payload writes)."""
+    home = os.path.join(rootdir, "root-home")
     cache = os.path.join(home, ".cache", "msrsync")
     os.makedirs(cache, 0o700)
     os.chmod(home, 0o700)
@@ -586,42 +601,25 @@ def test_code_cache_of_roots_own_is_run(tmp_path, rootdir):
     pyc = os.path.join(cache, program.cache_name)
     with open(pyc, "wb") as handle:
         handle.write(program.payload(marker))
-    os.chmod(pyc, 0o600)
+    os.chmod(pyc, mode)
+    return home, marker
+
+
+def test_code_cache_of_roots_own_is_run(tmp_path, rootdir, program):
+    """Control of the cache attacks: the payload, in a root-owned 0700 cache directory
+    as a root-owned 0600 file, IS run by the loader (the payload is a valid cache
+    file of this program)."""
+    home, marker = roots_cache_with_payload(tmp_path, rootdir, program, 0o600)
     cp = program.version(home)
     assert os.path.exists(marker), "the control payload did not run:\n%s" % describe(cp)
 
 
-@pytest.fixture
-def roots_pwd_cache():
-    """The cache file the loader may write in root's home from the password
-    database (when HOME is refused): removed afterwards, with the directories made
-    for it if they were not there before."""
-    home = pwd.getpwuid(os.geteuid()).pw_dir
-    dirs = [os.path.join(home, ".cache"), os.path.join(home, ".cache", "msrsync")]
-    existed = [os.path.isdir(d) for d in dirs]
-    names = []
-    yield names
-    for name in names:
-        try:
-            os.unlink(os.path.join(dirs[1], name))
-        except OSError:
-            pass
-    for directory, was in reversed(list(zip(dirs, existed))):
-        if not was:
-            try:
-                os.rmdir(directory)
-            except OSError:
-                pass
-
-
 def test_code_cache_in_another_users_home_is_not_run(tmp_path, rootdir, attacker,
-                                                     roots_pwd_cache):
+                                                     program):
     """Attack: root runs msrsync with HOME nobody's home (su without -, sudo keeping
     HOME); nobody planted .cache/msrsync/DEV-INO.TAG.pyc there, code that writes a
     marker.  The old loader ran it as root.  Now HOME/.cache is not root's, so it is
     not used: no marker, --version prints the version, exit 0."""
-    program = Program(str(tmp_path / "prog"))
-    roots_pwd_cache.append(program.cache_name)
     home = os.path.join(rootdir, "nobody-home")
     os.mkdir(home, 0o755)
     os.chown(home, NOBODY, NOBODY)
@@ -632,11 +630,10 @@ def test_code_cache_in_another_users_home_is_not_run(tmp_path, rootdir, attacker
 
 
 def test_code_cache_in_another_users_xdg_cache_home_is_not_run(tmp_path, rootdir,
-                                                               attacker):
+                                                               attacker, program):
     """Attack: XDG_CACHE_HOME a directory of nobody's, where nobody planted
     msrsync/DEV-INO.TAG.pyc.  The old loader ran it as root; now it is not used (HOME
     is root's own, and used instead): no marker, the version, exit 0."""
-    program = Program(str(tmp_path / "prog"))
     home = os.path.join(rootdir, "root-home")
     os.mkdir(home, 0o700)
     xdg = os.path.join(rootdir, "nobody-cache")
@@ -648,11 +645,11 @@ def test_code_cache_in_another_users_xdg_cache_home_is_not_run(tmp_path, rootdir
     assert_not_run(program.version(home, xdg=xdg), marker)
 
 
-def test_code_cache_directory_others_may_write_is_not_run(tmp_path, rootdir, attacker):
+def test_code_cache_directory_others_may_write_is_not_run(tmp_path, rootdir, attacker,
+                                                          program):
     """Attack: root's own HOME, but its .cache/msrsync is 0777 (and no sticky bit);
     nobody planted the .pyc in it.  The old loader ran it as root; now a cache
     directory others may write is not used: no marker, the version, exit 0."""
-    program = Program(str(tmp_path / "prog"))
     home = os.path.join(rootdir, "root-home")
     cache = os.path.join(home, ".cache", "msrsync")
     os.makedirs(cache, 0o755)
@@ -663,27 +660,18 @@ def test_code_cache_directory_others_may_write_is_not_run(tmp_path, rootdir, att
     assert_not_run(program.version(home), marker)
 
 
-def test_code_cache_file_others_may_write_is_not_run(tmp_path, rootdir):
+def test_code_cache_file_others_may_write_is_not_run(tmp_path, rootdir, program):
     """The .pyc root's, in root's 0700 cache directory, but mode 0666: anyone who
     could reach it could have written it.  Not used: no marker, the version, exit 0."""
-    program = Program(str(tmp_path / "prog"))
-    home = os.path.join(rootdir, "root-home")
-    cache = os.path.join(home, ".cache", "msrsync")
-    os.makedirs(cache, 0o700)
-    marker = str(tmp_path / "marker")
-    pyc = os.path.join(cache, program.cache_name)
-    with open(pyc, "wb") as handle:
-        handle.write(program.payload(marker))
-    os.chmod(pyc, 0o666)
+    home, marker = roots_cache_with_payload(tmp_path, rootdir, program, 0o666)
     assert_not_run(program.version(home), marker)
 
 
 def test_code_cache_directory_that_is_a_symlink_to_another_users_is_not_run(
-        tmp_path, rootdir, attacker):
+        tmp_path, rootdir, attacker, program):
     """Attack: root's HOME/.cache/msrsync a symlink to a directory of nobody's holding
     the planted .pyc.  The old loader ran it as root; now a symlinked cache directory
     is not used: no marker, the version, exit 0."""
-    program = Program(str(tmp_path / "prog"))
     home = os.path.join(rootdir, "root-home")
     os.makedirs(os.path.join(home, ".cache"), 0o700)
     theirs = os.path.join(rootdir, "nobody-cache")

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""What msrsync's checks of what it trusts cost: start-up and a small re-run.
+
+For each program given (this checkout's msrsync by default; pass an older
+one too, e.g. `git show REV:msrsync > /tmp/msrsync.old`), copied into a work
+directory on /dev/shm so that its compiled-code cache is its own:
+  startup   `msrsync --version` run as a program (the sh loader, its cache
+            found and checked), median of --reps, the cache warm
+  re-run    an up-to-date re-run of --files empty files (100 a directory)
+            with `-p 2 --json FILE --status-file FILE`, median of --reps,
+            and its ratio to `rsync -a` in the same run
+Both write what the checks guard: the cache, the bucket directory (its
+parent checked), the --json and --status-file files (their paths walked).
+
+    python3 bench/trust.py                                   # this msrsync
+    python3 bench/trust.py --msrsync ./msrsync /tmp/msrsync.old --reps 25
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MSRSYNC = os.path.join(HERE, os.pardir, "msrsync")
+
+
+def timed(argv, env, reps):
+    """Median wall seconds of reps runs of argv (each must exit 0)."""
+    times = []
+    for _ in range(reps):
+        start = time.monotonic()
+        cp = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+        times.append(time.monotonic() - start)
+        if cp.returncode != 0:
+            sys.exit("bench/trust.py: %s exited %d: %s" % (
+                " ".join(argv), cp.returncode, cp.stderr.decode(errors="replace").strip()))
+    return statistics.median(times)
+
+
+def build(src, files):
+    for i in range(files):
+        directory = os.path.join(src, "d%03d" % (i // 100))
+        if i % 100 == 0:
+            os.makedirs(directory)
+        open(os.path.join(directory, "f%05d" % i), "wb").close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--msrsync", nargs="+", default=[MSRSYNC],
+                        help="the msrsync programs to measure [this checkout's]")
+    parser.add_argument("--reps", type=int, default=25, help="runs of each [25]")
+    parser.add_argument("--files", type=int, default=10000, help="files of the re-run [10000]")
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="msrsync-trust-", dir="/dev/shm")
+    try:
+        env = dict(os.environ)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["XDG_CACHE_HOME"] = os.path.join(work, "cache")
+        src, dest = os.path.join(work, "src"), os.path.join(work, "dest")
+        build(src, args.files)
+        subprocess.run(["rsync", "-a", src + "/", dest + "/"], check=True)
+        rsync = timed(["rsync", "-a", src + "/", dest + "/"], env, args.reps)
+        print("| msrsync | startup ms | re-run s | ratio to rsync |")
+        print("|---|---:|---:|---:|")
+        for number, program in enumerate(args.msrsync):
+            copy = os.path.join(work, "msrsync-%d" % number)
+            shutil.copy(program, copy)
+            os.chmod(copy, 0o755)
+            startup = timed([copy, "--version"], env, args.reps + 1)   # (the first fills the cache)
+            rerun = timed([copy, "-p", "2", "--json", os.path.join(work, "summary.json"),
+                           "--status-file", os.path.join(work, "status.json"),
+                           src + "/", dest + "/"], env, args.reps)
+            print("| %s | %.1f | %.3f | %.2f |" % (program, startup * 1000, rerun, rerun / rsync))
+        print("| rsync -a | | %.3f | 1.00 |" % rsync)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
