@@ -27,20 +27,30 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MSRSYNC = os.path.join(HERE, os.pardir, "msrsync")
+sys.path.insert(0, HERE)
+from common import use_this_python  # noqa: E402  (same directory)
 
 
-def timed(argv, env, reps):
-    """Median wall seconds of reps runs of argv (each must exit 0)."""
-    times = []
+def run_ok(argv, env):
+    """Wall seconds of one run of argv, which must exit 0."""
+    start = time.monotonic()
+    cp = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE)
+    seconds = time.monotonic() - start
+    if cp.returncode != 0:
+        sys.exit("bench/trust.py: %s exited %d: %s" % (
+            " ".join(argv), cp.returncode, cp.stderr.decode(errors="replace").strip()))
+    return seconds
+
+
+def medians(commands, env, reps):
+    """The median wall seconds of each command, run in turn reps times: one
+    after the other, so that a noisy neighbour weighs on all of them alike."""
+    times = [[] for _ in commands]
     for _ in range(reps):
-        start = time.monotonic()
-        cp = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-        times.append(time.monotonic() - start)
-        if cp.returncode != 0:
-            sys.exit("bench/trust.py: %s exited %d: %s" % (
-                " ".join(argv), cp.returncode, cp.stderr.decode(errors="replace").strip()))
-    return statistics.median(times)
+        for argv, got in zip(commands, times):
+            got.append(run_ok(argv, env))
+    return [statistics.median(got) for got in times]
 
 
 def build(src, files):
@@ -58,27 +68,31 @@ def main():
     parser.add_argument("--reps", type=int, default=25, help="runs of each [25]")
     parser.add_argument("--files", type=int, default=10000, help="files of the re-run [10000]")
     args = parser.parse_args()
+    use_this_python()
     work = tempfile.mkdtemp(prefix="msrsync-trust-", dir="/dev/shm")
     try:
         env = dict(os.environ)
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["XDG_CACHE_HOME"] = os.path.join(work, "cache")
         src, dest = os.path.join(work, "src"), os.path.join(work, "dest")
         build(src, args.files)
         subprocess.run(["rsync", "-a", src + "/", dest + "/"], check=True)
-        rsync = timed(["rsync", "-a", src + "/", dest + "/"], env, args.reps)
+        copies = []
+        for number, program in enumerate(args.msrsync):
+            copies.append(os.path.join(work, "msrsync-%d" % number))
+            shutil.copy(program, copies[-1])
+            os.chmod(copies[-1], 0o755)
+            run_ok([copies[-1], "--version"], env)          # (the cache filled)
+        startups = medians([[copy, "--version"] for copy in copies], env, args.reps)
+        reruns = medians([["rsync", "-a", src + "/", dest + "/"]] +
+                         [[copy, "-p", "2", "--json", os.path.join(work, "summary.json"),
+                           "--status-file", os.path.join(work, "status.json"),
+                           src + "/", dest + "/"] for copy in copies], env, args.reps)
         print("| msrsync | startup ms | re-run s | ratio to rsync |")
         print("|---|---:|---:|---:|")
-        for number, program in enumerate(args.msrsync):
-            copy = os.path.join(work, "msrsync-%d" % number)
-            shutil.copy(program, copy)
-            os.chmod(copy, 0o755)
-            startup = timed([copy, "--version"], env, args.reps + 1)   # (the first fills the cache)
-            rerun = timed([copy, "-p", "2", "--json", os.path.join(work, "summary.json"),
-                           "--status-file", os.path.join(work, "status.json"),
-                           src + "/", dest + "/"], env, args.reps)
-            print("| %s | %.1f | %.3f | %.2f |" % (program, startup * 1000, rerun, rerun / rsync))
-        print("| rsync -a | | %.3f | 1.00 |" % rsync)
+        for program, startup, rerun in zip(args.msrsync, startups, reruns[1:]):
+            print("| %s | %.1f | %.3f | %.2f |" % (program, startup * 1000, rerun,
+                                                  rerun / reruns[0]))
+        print("| rsync -a | | %.3f | 1.00 |" % reruns[0])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
