@@ -20,6 +20,7 @@ import json
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -298,6 +299,37 @@ def test_json_to_dev_stdout_still_works(tmp_path):
     assert cp.returncode == 0, describe(cp)
     summary = json.loads(text(cp.stdout))
     assert summary["status"] == "SUCCESS" and summary["exit_code"] == 0, summary
+
+
+def test_status_file_on_a_device_writes_it_and_never_replaces_it(tmp_path):
+    """Not an attack, but what root's old run did: --status-file naming a device (here
+    a null device made in tmp_path, as /dev/null is) was replaced by a regular file
+    renamed over it.  Now a device, FIFO or terminal is written as it is: after the
+    run it is the same character device."""
+    null = str(tmp_path / "null")
+    os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    before = os.lstat(null)
+    src = small_src(tmp_path / "src")
+    cp = msrsync("-p", "2", "-f", "1", "--status-file", null, "--json", null,
+                 src + b"/", tmp_path / "dest")
+    assert cp.returncode == 0 and not stderr_lines(cp), describe(cp)
+    after = os.lstat(null)
+    assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev, after
+    assert after.st_ino == before.st_ino
+
+
+def test_json_into_another_users_fifo_is_refused(tmp_path, shared, attacker):
+    """Attack: nobody makes a FIFO at the --json name in a shared directory and reads
+    it: root's summary (its command line, paths, failures) would go to nobody.  A
+    FIFO, socket or device is written as it is only when it is root's (or the
+    user's): refused, exit 45, one line naming it."""
+    fifo = os.path.join(shared, "report.json")
+    attacker("import os, sys; os.mkfifo(sys.argv[1], 0o666)", fifo)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and os.lstat(fifo).st_uid == NOBODY
+    src = small_src(tmp_path / "src")
+    dest = tmp_path / "dest"
+    assert_refused(msrsync("-p", "2", "--json", fifo, src + b"/", dest), fifo)
+    assert not os.path.lexists(dest), "DEST was made by a refused run"
 
 
 # --------------------------------------------------------------------------- --resume
