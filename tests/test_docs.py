@@ -1,12 +1,15 @@
 """The docs stay in step with the code: every --long-option of --help is documented, and
 the exit-code table is the same in the code, --help, README.md and man/msrsync.1."""
 
+import ast
+import io
 import os
 import re
+import tokenize
 
 import pytest
 
-from helpers import MANPAGE, README, load_msrsync, run_msrsync, text
+from helpers import MANPAGE, PROJECT_DIR, README, load_msrsync, run_msrsync, text
 
 # The table of SPEC.md (authoritative interface): code -> meaning; 255 (the remote
 # shell failed, as rsync passes ssh's code on) came with remote ends, 45 (another
@@ -142,3 +145,44 @@ def test_man_page_documents_every_short_option_of_help():
     man = unroff(read(MANPAGE))
     missing = [s for s in shorts if not re.search(r"(^|[\s,])%s\b" % re.escape(s), man, re.M)]
     assert not missing, missing
+
+
+def stale_member_references(source):
+    """(line, "Class.member") of each comment or docstring of SOURCE (Python text)
+    naming a member that class of SOURCE does not have: no method, class attribute or
+    self.attribute of that name anywhere in its body."""
+    tree = ast.parse(source)
+    members = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            names = members.setdefault(node.name, set())
+            for sub in ast.walk(node):
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(sub.name)
+                elif isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) \
+                        and sub.value.id in ("self", "cls"):
+                    names.add(sub.attr)
+                elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                    names.add(sub.id)
+    texts = [(tok.start[0], tok.string)
+             for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+             if tok.type == tokenize.COMMENT]
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and \
+                ast.get_docstring(node, clean=False):
+            texts.append((node.body[0].lineno, ast.get_docstring(node, clean=False)))
+    return sorted((line, "%s.%s" % m.groups()) for line, words in texts
+                  for m in re.finditer(r"\b([A-Z]\w*)\.([A-Za-z_]\w*)", words)
+                  if m.group(1) in members and m.group(2) not in members[m.group(1)])
+
+
+def test_comments_name_only_members_that_exist():
+    """A comment or docstring that names Class.member points at something there: when
+    code moves, the comments that name it move too."""
+    with open(os.path.join(PROJECT_DIR, "msrsync"), encoding="utf-8") as handle:
+        source = handle.read()
+    assert stale_member_references(source) == []
+    # the check finds what it looks for
+    sample = ("class Run(object):\n    def go(self):\n        self.done = 1\n"
+              "# see Run.go and Run.done, not Run._gone\n")
+    assert stale_member_references(sample) == [(4, "Run._gone")]
