@@ -512,3 +512,46 @@ def test_a_vanished_neighbours_temp_file_is_told_from_a_vanished_source(
         for name in vanished) + b"rsync warning: some files vanished before they could be "
                                 b"transferred (code 24) at main.c(1394) [sender=3.5.0]\n")
     assert m.saw_a_neighbours_file(m.log_head(os.fsencode(log)), dest) is retried
+
+
+def _commands(rsync_text, processes=4, slot_options=lambda slot: []):
+    """A BucketCommands from settings made by hand, as a unit test can."""
+    options = m.RsyncOptions(rsync_text)
+    args = argparse.Namespace(progress=False, status_file=None)
+    source = m.Source(b"/src/", b"/src", b".", True)
+    settings = m.RunSettings(
+        plan=None, args=args, options=options, rsync=b"rsync", rsync_binary="rsync",
+        remote={}, remote_dest=False, missing=(), sources=[source], single=False,
+        whole=False, dest=b"/dst/", created=False, created_dest=False, bucket_dir=b"/b",
+        processes=processes, scan_only=False, fix_dir_perms=False,
+        item_format=options.item_format(), out_format="%i", overlap=False)
+    return m.BucketCommands(settings, slot_options), source
+
+
+def test_a_flat_bucket_command_is_its_list_from_the_base_into_dest():
+    """A bucket's command is a function of the settings, the bucket and the worker
+    slot: the rsync, the user's options, this worker's share of --bwlimit, its own
+    --partial-dir (--delay-updates), the slot's options, then --files-from."""
+    commands, source = _commands("-a --bwlimit=1M --delay-updates",
+                                 slot_options=lambda slot: [b"--rsh=ssh-%d" % slot])
+    bucket = m.Bucket(7, source, m.Kind.FLAT, 3, 30, b"/b/000007.list", b"/b/000007.log")
+    cmd = commands.command(bucket, slot=2)
+    assert cmd[0] == b"rsync" and b"-a" in cmd and b"--no-r" in cmd
+    assert b"--bwlimit=262144b" in cmd          # 1 MiB/s shared by 4 rsyncs
+    assert b"--partial-dir=.~tmp~.2" in cmd and b"--rsh=ssh-2" in cmd
+    assert cmd[cmd.index(b"--from0"):cmd.index(b"--from0") + 2] == [
+        b"--from0", b"--files-from=/b/000007.list"]
+    assert cmd[-2:] == [b"/src/", b"/dst/"]
+    assert commands.command(bucket, slot=3) != cmd          # another worker's own dir
+
+
+def test_a_deletion_bucket_command_spends_what_is_left_of_max_delete():
+    """--max-delete is one limit for the run: a deletion bucket's rsync gets what the
+    earlier ones left, and deletes only (--existing --ignore-existing)."""
+    commands, source = _commands("-a --delete --max-delete=10")
+    bucket = m.Bucket(1, source, m.Kind.DELETE, 0, 0, b"/b/delete-000001.list",
+                      b"/b/delete-000001.log")
+    cmd = commands.command(bucket, slot=0, delete_budget=3)
+    assert b"--max-delete=3" in cmd and b"--max-delete=10" not in cmd
+    assert b"--existing" in cmd and b"--ignore-existing" in cmd
+    assert b"--max-delete=0" in commands.command(bucket, slot=0, delete_budget=-2)
