@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Remote benchmark (issue 4): rsync against msrsync pushing over ssh to a loopback sshd.
+"""Remote benchmark: rsync against msrsync pushing over ssh to a loopback sshd.
 
 The script starts its own sshd on 127.0.0.1 (tests/remote.py: a free port, throwaway
 host and client keys, key-only login, stopped by its pid at the end), builds two
@@ -508,7 +508,7 @@ def bucket_opts(args):
 
 def parse_args(argv):
     p = script_parser("remote.py", "Benchmark msrsync against rsync pushing over ssh to a "
-                                   "private loopback sshd (issue 4's figures).", [
+                                   "private loopback sshd (the remote ends' figures).", [
         "python3 bench/remote.py --reps 3        # the issue's figures",
         "python3 bench/remote.py --quick         # smoke run, under a minute",
         "python3 bench/remote.py --z-opts=--zc=zlib   # -z as zlib, level 6"])

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 6's figure: resuming a run interrupted half-way against running it again.
+"""--resume's figure: a run interrupted half-way and resumed, against running it again.
 
 Builds a tree of empty files (1,000,000 by default, 1,000 per directory) on
 /dev/shm, then measures, each to a fresh DEST:

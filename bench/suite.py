@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The benchmark suite of issue 5: where one rsync is bound, and what msrsync -p N does there.
+"""The benchmark suite: where one rsync is bound, and what msrsync -p N does there.
 
 Standard library only, Python 3.6+, Linux. Sections (--only takes their names or letters):
 

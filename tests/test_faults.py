@@ -1,4 +1,4 @@
-"""Faults and awkward set-ups (issue 6): DEST inside SRC, and the like.
+"""Faults and awkward set-ups: DEST inside SRC, and the like.
 
 Each case is compared with what one plain rsync leaves."""
 

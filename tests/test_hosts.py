@@ -1,4 +1,4 @@
-"""Several hosts (issue 22): --hosts, --hostfile, --host-shell, a host lost mid-run.
+"""Worker hosts: --hosts, --hostfile, --host-shell, a host lost mid-run.
 
 The hosts are network namespaces of this machine (see netns.py), each with its own sshd
 on a 198.18/15 address: they see this machine's file system, as hosts on shared storage

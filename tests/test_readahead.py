@@ -1,4 +1,4 @@
-"""Readahead (issue 5): msrsync asks the kernel for the files each rsync reads next.
+"""Readahead: msrsync asks the kernel for the files each rsync reads next.
 
 Advice changes no byte of DEST, so each case is a differential against plain rsync
 plus the --json counts (readahead_files) that show which files were asked for: all

@@ -1,4 +1,4 @@
-"""Remote endpoints (issue 4): push and pull over ssh, to and from rsync daemons.
+"""Remote endpoints: push and pull over ssh, to and from rsync daemons.
 
 Every transfer goes through a private sshd or rsync daemon on 127.0.0.1 (see remote.py),
 so a "remote" DEST is a local directory that can be snapshotted. The oracle is, as

@@ -1,4 +1,4 @@
-"""How a run is cut (issue 5): one plain rsync at -p 1 without caps, subtree
+"""How a run is cut: one plain rsync at -p 1 without caps, subtree
 buckets named as arguments, and the --files-from fallback for long ones.
 
 Each shape is checked two ways: the tree it leaves equals one plain rsync's,
