@@ -503,7 +503,7 @@ def test_a_vanished_neighbours_temp_file_is_told_from_a_vanished_source(
         tmp_path, vanished, retried):
     """-y lists DEST's directories for a basis; another worker's temporary file
     renamed meanwhile "has vanished" (exit 24): that bucket runs again alone (see
-    Run._finish).  A vanished file of SRC, or any other name, stays rsync's 24."""
+    Outcomes.judge).  A vanished file of SRC, or any other name, stays rsync's 24."""
     dest = os.fsencode(tmp_path / "dest")
     log = tmp_path / "bucket.log"
     log.write_bytes(b"".join(
