@@ -266,11 +266,11 @@ def test_rsync_stats_parser_reads_a_real_stats_block(tmp_path):
 # The bucketer's hand-outs on a slow scan (growing caps)
 # ---------------------------------------------------------------------------
 
-def _bucketer(workers, hungry, cap=100):
+def _bucketer(workers, waiting, cap=100):
     """A Bucketer whose buckets are recorded as lists of names."""
     made = []
     b = m.Bucketer(m.Caps(cap, 1 << 40), lambda source, kind, names, *rest:
-                   made.append(list(names)), workers, lambda: hungry[0])
+                   made.append(list(names)), m.HandOut(lambda: waiting[0], workers))
     return b, made
 
 
@@ -283,16 +283,16 @@ def test_a_waiting_worker_gets_a_share_of_the_open_bucket_not_all_of_it(monkeypa
     """While every worker was busy 8 subtrees piled up; the first worker free gets
     1/(4p) of what is open (at least one name), the next one the next share."""
     monkeypatch.setattr(m, "IDLE_CUT", 0.0)
-    hungry = [False]
-    b, made = _bucketer(2, hungry)
+    waiting = [False]
+    b, made = _bucketer(2, waiting)
     _add_trees(b, 8)
     assert made == []                     # under the cap of 100 entries, nobody waits
-    hungry[0] = True
+    waiting[0] = True
     _add_trees(b, 1, first=8)             # 90 entries open: a share of 90/8 -> 2 names
     assert made == [[b"t00", b"t01"]]
     b.hand_out(("src", m.Kind.TREES))
     assert made[1] == [b"t02"]            # 70 left: a share of 9 -> 1 name
-    hungry[0] = False
+    waiting[0] = False
     b.flush_all()                         # the rest, cut in pieces per worker (slow: 4p)
     rest = [n for piece in made[2:] for n in piece]
     assert rest == [b"t%02d" % i for i in range(3, 9)]
@@ -303,14 +303,14 @@ def test_a_patient_bucketer_holds_what_nobody_waits_for_up_to_four_buckets(monke
     """On a latency-bound SRC buckets are cut when a worker asks: nothing goes out
     at the cap while all are busy, a bucket's worth once four are held."""
     monkeypatch.setattr(m, "IDLE_CUT", 0.0)
-    hungry = [False]
-    b, made = _bucketer(4, hungry)
-    b.be_patient(True)
+    waiting = [False]
+    b, made = _bucketer(4, waiting)
+    b.early.begin_source(on_demand=True)
     _add_trees(b, 39)                     # 390 entries: under 4 caps
     assert made == []
     _add_trees(b, 1, first=39)            # 400: one cap's worth goes out
     assert made == [[b"t%02d" % i for i in range(10)]]
-    hungry[0] = True
+    waiting[0] = True
     _add_trees(b, 1, first=40)            # 310 open: a worker's share, 310/16 -> 2 names
     assert made[1] == [b"t10", b"t11"]
 
@@ -370,18 +370,18 @@ def test_a_sampled_listing_gives_up_when_its_sample_holds_a_big_file(tmp_path):
     assert len(m.sampled_listing(os.fsencode(d)).expanded().entries) == 1
 
 
-def _settings(max_entries, dest=None, hand_out=False):
+def _settings(max_entries, dest=None):
     """A Scanner's settings: these caps, no option of rsync's."""
     return m.ScanSettings(
         caps=m.Caps(max_entries, 1 << 40), filters=None, follow=None, copy_unsafe=False,
         one_file_system=0, prune=False, dest=dest, remote_dest=False, delete_after=False,
         list_all_dirs=False, links=False, dir_times=False, dir_seen=False,
-        hand_out=hand_out, skip_units=None, skip_dir=None, workers=1)
+        skip_units=None, skip_dir=None, workers=1)
 
 
 class _Sink(m.ScanSink):
     """What a scanner hands on, recorded: units (as `unit` makes them),
-    directories, extraneous directories; hungry() answers from `waiting`."""
+    directories, extraneous directories; waiting() answers from `waiting`."""
 
     def __init__(self, unit, waiting=()):
         self.units, self.dirs, self.shares = [], [], []
@@ -397,18 +397,21 @@ class _Sink(m.ScanSink):
     def on_extraneous(self, source, rel, rules=None, rule=None):
         self.units.append(("x", rel))
 
-    def hungry(self):
+    def waiting(self):
         return next(self.answers, 0)
 
     def hand_out_unwalked(self, source):
         self.shares.append(len(self.units))
 
 
-def _speculating_scanner(waiting):
-    """A Scanner as Run sets it up with growing caps and a local SRC; `waiting`
-    lists what successive hungry() calls answer (then 0)."""
+def _unwalking_scanner(waiting):
+    """A Scanner as Run sets it up with growing caps and a local SRC, whose
+    subtrees may go out unwalked; `waiting` lists what successive waiting()
+    calls answer (then 0)."""
     sink = _Sink(lambda unit, rel, n, size: (unit, rel, n), waiting)
-    scanner = m.Scanner(_settings(1000, hand_out=True), sink, threading.Event())
+    early = m.HandOut(sink.waiting, 1, subtrees=True)
+    early.begin_source(unwalked=True)
+    scanner = m.Scanner(_settings(1000), sink, threading.Event(), early)
     return scanner, sink.units, sink.dirs, sink.shares
 
 
@@ -423,9 +426,9 @@ def test_workers_waiting_at_once_get_an_unwalked_subtree_each(tmp_path, monkeypa
     for i in range(6):
         (src / ("d%d" % i)).mkdir(parents=True)
         (src / ("d%d" % i) / "f").write_bytes(b"x")
-    scanner, units, dirs, shares = _speculating_scanner([3])
-    scanner.scan(m.Source(b"src", os.fsencode(src), b".", True), speculate=True)
-    assert scanner.speculated == 3
+    scanner, units, dirs, shares = _unwalking_scanner([3])
+    scanner.scan(m.Source(b"src", os.fsencode(src), b".", True))
+    assert scanner.unwalked_out == 3
     assert [u[:2] for u in units] == [(m.UNIT_TREE, b"d%d" % i) for i in range(6)]
     assert shares == [1, 2, 3]                # each handed to the bucketer at once
     # unwalked: 1 entry each, the first carrying the root's; walked: d and f
@@ -440,8 +443,8 @@ def test_a_directory_with_files_still_gets_its_own_entry_when_split(tmp_path, mo
     for i in range(3):
         (src / ("d%d" % i)).mkdir(parents=True)
     (src / "top.txt").write_bytes(b"x")
-    scanner, units, dirs, shares = _speculating_scanner([1])
-    scanner.scan(m.Source(b"src", os.fsencode(src), b".", True), speculate=True)
+    scanner, units, dirs, shares = _unwalking_scanner([1])
+    scanner.scan(m.Source(b"src", os.fsencode(src), b".", True))
     assert (m.UNIT_DIR, b".", 2) in units     # itself and top.txt, by rsync -d
 
 
