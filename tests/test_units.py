@@ -376,7 +376,7 @@ def _settings(max_entries, dest=None):
         caps=m.Caps(max_entries, 1 << 40), filters=None, follow=None, copy_unsafe=False,
         one_file_system=0, prune=False, dest=dest, remote_dest=False, delete_after=False,
         list_all_dirs=False, links=False, dir_times=False, dir_seen=False,
-        skip_units=None, skip_dir=None, workers=1)
+        skip_units=None, skip_dir=None)
 
 
 class _Sink(m.ScanSink):
@@ -428,7 +428,7 @@ def test_workers_waiting_at_once_get_an_unwalked_subtree_each(tmp_path, monkeypa
         (src / ("d%d" % i) / "f").write_bytes(b"x")
     scanner, units, dirs, shares = _unwalking_scanner([3])
     scanner.scan(m.Source(b"src", os.fsencode(src), b".", True))
-    assert scanner.unwalked_out == 3
+    assert scanner.unwalked.count == 3
     assert [u[:2] for u in units] == [(m.UNIT_TREE, b"d%d" % i) for i in range(6)]
     assert shares == [1, 2, 3]                # each handed to the bucketer at once
     # unwalked: 1 entry each, the first carrying the root's; walked: d and f
