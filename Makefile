@@ -37,8 +37,8 @@ help:
 test:
 	@bash .ci/deps >/dev/null || { echo "make test: could not install rsync/pytest (see: bash .ci/deps)" >&2; exit 1; }
 	@if $(PYTHON) -c "import xdist" 2>/dev/null; then \
-	  echo "$(PYTHON) -m pytest -q -n $(JOBS) tests"; \
-	  $(PYTHON) -m pytest -q -n $(JOBS) tests; \
+	  echo "$(PYTHON) -m pytest -q -n $(JOBS) --dist loadgroup tests"; \
+	  $(PYTHON) -m pytest -q -n $(JOBS) --dist loadgroup tests; \
 	else \
 	  echo "(no pytest-xdist: the tests run one at a time)"; \
 	  echo "$(PYTHON) -m pytest -q tests"; \

@@ -466,7 +466,31 @@ class Host(object):
     def link_up(self):
         ip("link", "set", self.veth, "up")
 
+    def crash(self):
+        """The host dies at once: every process in its namespace SIGKILL (its rsyncs
+        get no chance to remove their temporary files), by pid."""
+        for pid, starttime, argv in self.processes():
+            _signal_if_same(pid, starttime, signal.SIGKILL)
+
+    def freeze(self):
+        """The host freezes: every process in its namespace stopped (SIGSTOP), its link
+        up; nothing it has answers, nothing closes. thaw() or stop() ends it."""
+        for pid, starttime, argv in self.processes():
+            _signal_if_same(pid, starttime, signal.SIGSTOP)
+
+    def thaw(self):
+        for pid, starttime, argv in self.processes():
+            _signal_if_same(pid, starttime, signal.SIGCONT)
+
     def stop(self):
+        """Everything of this host gone (see _stop), a frozen host thawed first."""
+        try:
+            self.thaw()
+        except Exception:       # noqa: BLE001 - teardown goes on regardless
+            pass
+        self._stop()
+
+    def _stop(self):
         """Everything of this host gone: its sshd (by pid), any process left in its
         namespace, its veth pair, its namespace. Each step runs even if one before
         failed; the first error is raised at the end."""
@@ -524,6 +548,7 @@ class Hosts(object):
         self.host_key = d("host_ed25519_key")
         self.authorized_keys = d("authorized_keys")
         self.ssh_config = d("ssh_config")
+        self.batch_ssh_config = d("ssh_config.batch")
         self.hosts = [Host(self.directory, "h%d" % (i + 1), **spec)
                       for i, spec in enumerate(specs)]
 
@@ -546,6 +571,13 @@ class Hosts(object):
     @property
     def shell(self):
         return "ssh -F %s" % shlex.quote(self.ssh_config)
+
+    @property
+    def batch_shell(self):
+        """ssh with the configuration automation usually has (BatchMode yes,
+        ConnectTimeout 10) and no keep-alive of its own: Debian's ssh then reports
+        ServerAliveInterval 300."""
+        return "ssh -F %s" % shlex.quote(self.batch_ssh_config)
 
     def _keygen(self, path, comment):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment,
@@ -571,6 +603,21 @@ class Hosts(object):
                        "    ServerAliveCountMax 3",
                        ""]
         _write(self.ssh_config, "\n".join(blocks), 0o644)
+        batch = ["# msrsync's host tests: automation's usual ssh configuration"]
+        for h in self.hosts:
+            batch += ["Host %s" % h.alias,
+                      "    HostName %s" % h.address,
+                      "    Port %d" % PORT,
+                      "    User root",
+                      "    IdentityFile %s" % self.key,
+                      "    IdentitiesOnly yes",
+                      "    StrictHostKeyChecking no",
+                      "    UserKnownHostsFile /dev/null",
+                      "    LogLevel ERROR",
+                      "    BatchMode yes",
+                      "    ConnectTimeout 10",
+                      ""]
+        _write(self.batch_ssh_config, "\n".join(batch), 0o644)
 
     def start(self):
         os.makedirs(self.directory, exist_ok=True)

@@ -208,9 +208,12 @@ class Run(object):
         self.args = list(msrsync_opts) + ["--rsync", rsync_opts_string(list(rsync_opts) +
                                                                       list(slower))]
         self.args += list(srcs) + [self.dests[1]]
-        self.proc = start_msrsync(*self.args)
+        self.proc = self._start(self.args)
         self.watch = Watch(watch) if watch else None
         self.result = None
+
+    def _start(self, args):
+        return start_msrsync(*args)
 
     def wait(self, timeout=120):
         try:
