@@ -23,14 +23,12 @@ import pytest
 
 import netns
 from helpers import describe, run_cmd, start_msrsync, wait_for
-from test_hosts import (OPTS, SLOW, SLOW_CAPS, Run, copies, host_lines, host_summaries,
-                        names_host, no_traceback, slash, slow_tree, top_rsyncs,
-                        wait_for_copies)
+from test_hosts import (OPTS, QUICK, SLOW, SLOW_CAPS, Run, copies, host_lines,
+                        host_summaries, names_host, no_traceback, slash, slow_tree,
+                        top_rsyncs, wait_for_copies)
 
 # the bound the man page states: a host cut off is declared gone within this many seconds
 DECLARED_WITHIN = 30
-# shorter limits where the bound is not what is tested
-QUICK = {"MSRSYNC_HOST_SILENCE": "4", "MSRSYNC_HOST_FENCE": "3"}
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +38,9 @@ def make_hosts(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def slow_src(tmp_path_factory):
-    """30 files of 256 KiB, a bucket each with -s 256K, about a second each with SLOW."""
-    return slow_tree(tmp_path_factory.mktemp("slow-src") / "src")
+    """12 files of 256 KiB, a bucket each with -s 256K, about a second each with SLOW:
+    enough that a host is lost while the others still have buckets to run."""
+    return slow_tree(tmp_path_factory.mktemp("slow-src") / "src", count=12)
 
 
 class TimedRun(Run):
@@ -50,9 +49,8 @@ class TimedRun(Run):
 
     def __init__(self, tmp_path, srcs, rsync_opts, msrsync_opts, slower=(), env=None,
                  watch=()):
-        self.env = dict(os.environ, **(env or {}))
         super().__init__(tmp_path, srcs, rsync_opts, msrsync_opts, slower=slower,
-                         watch=watch)
+                         watch=watch, env=env)
 
     def _start(self, args):
         proc = start_msrsync(*args, env=self.env)

@@ -18,12 +18,11 @@ import pytest
 
 import slurm
 from helpers import MSRSYNC, assert_same_tree, describe, run_rsync, wait_for
-from test_hosts import (OPTS, SLOW, SLOW_CAPS, Watch, host_summaries, slash, slow_tree,
+from test_hosts import (OPTS, QUICK, SLOW, SLOW_CAPS, Watch, host_summaries, slash, slow_tree,
                         top_rsyncs)
 
 pytestmark = pytest.mark.xdist_group("slurm")
 
-QUICK = {"MSRSYNC_HOST_SILENCE": "4", "MSRSYNC_HOST_FENCE": "3"}
 README = os.path.join(os.path.dirname(MSRSYNC), "README.md")
 
 
@@ -34,7 +33,8 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def slow_src(tmp_path_factory):
-    return slow_tree(tmp_path_factory.mktemp("slurm-src") / "src")
+    """12 files of 256 KiB (see test_hosts.slow_tree): a bucket each with SLOW_CAPS."""
+    return slow_tree(tmp_path_factory.mktemp("slurm-src") / "src", count=12)
 
 
 def msrsync_words(*args):
