@@ -585,39 +585,21 @@ class Hosts(object):
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
 
     def _write_ssh_config(self):
-        blocks = ["# msrsync's host tests: ssh -F this file"]
-        for h in self.hosts:
-            blocks += ["Host %s" % h.alias,
-                       "    HostName %s" % h.address,
-                       "    Port %d" % PORT,
-                       "    User root",
-                       "    IdentityFile %s" % self.key,
-                       "    IdentitiesOnly yes",
-                       "    StrictHostKeyChecking no",
-                       "    UserKnownHostsFile /dev/null",
-                       "    LogLevel ERROR",
-                       "    BatchMode yes",
-                       "    ConnectTimeout 5",
-                       # a host whose link went down is given up within seconds
-                       "    ServerAliveInterval 1",
-                       "    ServerAliveCountMax 3",
-                       ""]
-        _write(self.ssh_config, "\n".join(blocks), 0o644)
-        batch = ["# msrsync's host tests: automation's usual ssh configuration"]
-        for h in self.hosts:
-            batch += ["Host %s" % h.alias,
-                      "    HostName %s" % h.address,
-                      "    Port %d" % PORT,
-                      "    User root",
-                      "    IdentityFile %s" % self.key,
-                      "    IdentitiesOnly yes",
-                      "    StrictHostKeyChecking no",
-                      "    UserKnownHostsFile /dev/null",
-                      "    LogLevel ERROR",
-                      "    BatchMode yes",
-                      "    ConnectTimeout 10",
-                      ""]
-        _write(self.batch_ssh_config, "\n".join(batch), 0o644)
+        # ssh_config: a host whose link went down is given up within seconds by ssh
+        # itself; ssh_config.batch: automation's usual settings, no keep-alive of its own
+        for path, header, extra in (
+                (self.ssh_config, "ssh -F this file",
+                 ["ConnectTimeout 5", "ServerAliveInterval 1", "ServerAliveCountMax 3"]),
+                (self.batch_ssh_config, "automation's usual ssh configuration",
+                 ["ConnectTimeout 10"])):
+            blocks = ["# msrsync's host tests: " + header]
+            for h in self.hosts:
+                blocks += ["Host %s" % h.alias] + ["    " + line for line in [
+                    "HostName %s" % h.address, "Port %d" % PORT, "User root",
+                    "IdentityFile %s" % self.key, "IdentitiesOnly yes",
+                    "StrictHostKeyChecking no", "UserKnownHostsFile /dev/null",
+                    "LogLevel ERROR", "BatchMode yes"] + extra] + [""]
+            _write(path, "\n".join(blocks), 0o644)
 
     def start(self):
         os.makedirs(self.directory, exist_ok=True)

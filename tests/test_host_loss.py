@@ -83,27 +83,29 @@ class TimedRun(Run):
         return next((t for t, line in self.lines if names_host(line, alias)), None)
 
 
-def lose_midrun(tmp_path, hs, slow_src, lose, shell, aliases=None, env=None, lost="h3",
+def lose_midrun(tmp_path, hs, slow_src, lose, shell, env=None, lost="h3", hosts=None,
                 procs=2):
-    """A slow run over hs (aliases, through shell) with env; once `lost` copies,
-    lose(that host). Returns (the TimedRun, its CompletedProcess, when the host was
-    lost): exit 0 and DEST as rsync's are asserted."""
-    aliases = aliases or hs.aliases
+    """A slow run over hs (--hosts `hosts`, all of them by default, through shell) with
+    env; once `lost` copies, lose(that host). Returns (the TimedRun, its
+    CompletedProcess, when the host was lost): exit 0 and DEST as rsync's are
+    asserted."""
+    host = hs.get(lost)
     run = TimedRun(tmp_path, [slash(slow_src)], OPTS,
                    ["-p", str(procs)] + SLOW_CAPS +
-                   ["--hosts", ",".join(aliases), "--host-shell", shell, "--json",
-                    tmp_path / "summary.json"],
+                   ["--hosts", hosts or ",".join(hs.aliases), "--host-shell", shell,
+                    "--json", tmp_path / "summary.json"],
                    slower=SLOW, env=env)
     try:
-        wait_for_copies(hs, [lost], tmp_path)
+        assert wait_for(lambda: top_rsyncs(host), 30), "no rsync on %s" % lost
         time.sleep(0.3)
         at = time.monotonic()
-        lose(hs.get(lost))
+        lose(host)
         cp = run.wait(timeout=180)
         assert cp.returncode == 0, describe(cp)
         no_traceback(cp)
         run.compare()
     finally:
+        host.thaw()
         run.end()
     return run, cp, at
 
@@ -152,22 +154,9 @@ def test_a_frozen_host_under_ip_netns_exec_is_given_up_and_leaves_no_stray_file(
     on this machine: DEST ends as one rsync's."""
     with make_hosts(1) as hs:
         ns = hs[0]
-        run = TimedRun(tmp_path, [slash(slow_src)], OPTS,
-                       ["-p", "1"] + SLOW_CAPS +
-                       ["--hosts", ":,%s:2" % ns.netns, "--host-shell", "ip netns exec"],
-                       slower=SLOW, env=QUICK)
-        try:
-            assert wait_for(lambda: top_rsyncs(ns), 30), "no rsync in %s" % ns.netns
-            time.sleep(0.5)
-            at = time.monotonic()
-            ns.freeze()
-            cp = run.wait(timeout=180)
-            assert cp.returncode == 0, describe(cp)
-            no_traceback(cp)
-            run.compare()
-        finally:
-            ns.thaw()
-            run.end()
+        run, cp, at = lose_midrun(tmp_path, hs, slow_src, lambda h: h.freeze(),
+                                  "ip netns exec", env=QUICK, lost="h1",
+                                  hosts=":,%s:2" % ns.netns, procs=1)
         told = run.first_line_naming(ns.netns)
         assert told is not None and told - at <= 4 + 2 + 5, describe(cp)
 

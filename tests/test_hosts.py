@@ -83,8 +83,9 @@ def hosts_src(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def slow_src(tmp_path_factory):
-    """30 files of 256 KiB, a bucket each with -s 256K, about a second each with SLOW."""
-    return slow_tree(tmp_path_factory.mktemp("slow-src") / "src")
+    """18 files of 256 KiB, a bucket each with -s 256K, about a second each with SLOW:
+    a host lost once it copies leaves the others a dozen buckets to run."""
+    return slow_tree(tmp_path_factory.mktemp("slow-src") / "src", count=18)
 
 
 @pytest.fixture(scope="module")
