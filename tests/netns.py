@@ -514,6 +514,9 @@ class Host(object):
         if self.made_netns:
             ip("netns", "del", self.netns)
             self.made_netns = False
+            # the kernel gives the next namespace made the same inode soon: a second
+            # stop() (the with-block's, then the fixture's) must find nothing of this one
+            self.identity = None
 
     def leftovers(self):
         """What stop() should have removed and is still there (empty when clean)."""
