@@ -405,3 +405,25 @@ def test_a_signal_to_msrsync_alone_leaves_no_readahead_behind(tmp_path, signum):
             proc.communicate()
         for pid, _ in rsync_processes_mentioning(os.fsencode(tmp_path)):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_with_worker_hosts_the_rsyncs_run_here_get_the_readahead(tmp_path, late_rsync):
+    """With --hosts, the buckets run on ":" (this machine) are read ahead of; those
+    run on another host are not (the advice would fill this machine's page cache, not
+    the host's).  The host here is "hx", reached by a --host-shell that runs sh on
+    this machine (env -u hx sh), so that both kinds of buckets run in one tree."""
+    src = str(tmp_path / "src")
+    files = _tree(src)
+    shell = ["--host-shell", "env -u"]
+    summary = _summary(tmp_path, "--hosts", ":2,hx:2", "-f", "3", *shell,
+                       src + "/", str(tmp_path / "dest"), env=late_rsync)
+    here, there = ({h["host"]: h for h in summary["hosts"]}[name] for name in (":", "hx"))
+    assert here["buckets"] and there["buckets"] and there["bytes"]
+    assert summary["readahead_files"] > 0
+    # every file of the buckets run here, and none of those run on hx
+    assert summary["readahead_bytes"] == here["bytes"]
+    assert summary["readahead_bytes"] + there["bytes"] == sum(3000 + n for n in range(files))
+    elsewhere = _summary(tmp_path, "--hosts", "hx:2", "-f", "3", *shell,
+                         src + "/", str(tmp_path / "dest3"), env=late_rsync)
+    assert elsewhere["readahead_files"] == 0
+    differential(tmp_path / "diff", [src + "/"], ["--hosts", ":2,hx:2", "-f", "3"] + shell)
