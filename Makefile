@@ -1,5 +1,11 @@
-# msrsync Makefile: tests, lint, man page, install, benchmarks.
+# msrsync Makefile: tests, lint, man page, install, packages, benchmarks.
 # It installs no dependency; .ci/run does that on a fresh Debian box.
+# Where things live: the shell completions are installed documents of the
+# command line, so they sit beside the man page (man/completion/: bash's
+# msrsync.bash, zsh's _msrsync); the packages' metadata (Debian's control
+# file, changelog and copyright, the RPM spec) is written at build time by
+# .ci/package from NEWS.md and the variables below, so the top level keeps
+# its layout. Packages are built under $(BUILDDIR).
 
 VERSION := $(shell ./msrsync --version | cut -d' ' -f2)
 
@@ -9,6 +15,19 @@ DESTDIR ?=
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
 MANPAGE := man/msrsync.1
+# Where bash-completion and zsh look for a command's completion.
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
+BASHCOMP    := man/completion/msrsync.bash
+ZSHCOMP     := man/completion/_msrsync
+# make deb, make rpm: the packages' revision, maintainer and changelog date
+# (the last commit's, so that a package built twice is the same).
+BUILDDIR    ?= build
+PKGRELEASE  ?= 1
+MAINTAINER  ?= $(shell git log -1 --format='%an <%ae>' 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+PACKAGE      = VERSION=$(VERSION) RELEASE=$(PKGRELEASE) MAINTAINER='$(MAINTAINER)' \
+               SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) bash .ci/package
 # The oldest Python msrsync supports, when pyenv (or the system) has one.
 PY36    ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.6*/bin/python3.6 \
                                   $(HOME)/.pyenv/versions/3.6*/bin/python3.6 \
@@ -19,7 +38,7 @@ JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 # Byte-compiles the files named as arguments without writing any .pyc.
 COMPILE := import sys; [compile(open(f, 'rb').read(), f, 'exec') for f in sys.argv[1:]]
 
-.PHONY: help test lint man install uninstall bench bench-full bench-remote clean
+.PHONY: help test lint man install uninstall deb rpm bench bench-full bench-remote clean
 
 help:
 	@echo "msrsync $(VERSION): make <target>, where <target> is one of"
@@ -27,12 +46,14 @@ help:
 	@echo "  test        run the test suite: $(PYTHON) -m pytest -q -n \$$(JOBS) tests [$(JOBS)]"
 	@echo "  lint        pyflakes if installed, else byte-compile (and with Python 3.6 if found)"
 	@echo "  man         render $(MANPAGE); fails on any warning"
-	@echo "  install     install msrsync and its man page under \$$(DESTDIR)\$$(PREFIX) [$(DESTDIR)$(PREFIX)]"
+	@echo "  install     install msrsync, its man page and bash and zsh completions under \$$(DESTDIR)\$$(PREFIX) [$(DESTDIR)$(PREFIX)]"
 	@echo "  uninstall   remove what install installed"
+	@echo "  deb         build $(BUILDDIR)/msrsync_$(VERSION)-$(PKGRELEASE)_all.deb with dpkg-deb"
+	@echo "  rpm         build $(BUILDDIR)/msrsync-$(VERSION)-$(PKGRELEASE).noarch.rpm (and .src.rpm) with rpmbuild"
 	@echo "  bench       every benchmark section at small sizes, under 5 minutes: $(PYTHON) bench/suite.py --quick"
 	@echo "  bench-full  every section at full size (hours): $(PYTHON) bench/suite.py; $(PYTHON) bench/bench.py --memory"
 	@echo "  bench-remote push over ssh to a private loopback sshd: $(PYTHON) bench/remote.py --reps 3"
-	@echo "  clean       remove __pycache__, .pytest_cache and bench/results*"
+	@echo "  clean       remove __pycache__, .pytest_cache, bench/results* and \$$(BUILDDIR)"
 
 test:
 	@bash .ci/deps >/dev/null || { echo "make test: could not install rsync/pytest (see: bash .ci/deps)" >&2; exit 1; }
@@ -74,15 +95,25 @@ man:
 	echo "$(MANPAGE) renders without warnings"
 
 install:
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
+	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR)
 	install -m 0755 msrsync $(DESTDIR)$(BINDIR)/msrsync
 	install -m 0644 $(MANPAGE) $(DESTDIR)$(MANDIR)/man1/msrsync.1
+	install -m 0644 $(BASHCOMP) $(DESTDIR)$(BASHCOMPDIR)/msrsync
+	install -m 0644 $(ZSHCOMP) $(DESTDIR)$(ZSHCOMPDIR)/_msrsync
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/msrsync $(DESTDIR)$(MANDIR)/man1/msrsync.1
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/msrsync $(DESTDIR)$(ZSHCOMPDIR)/_msrsync
 	@# (compiled code msrsync 1.0.0 and older kept beside the program)
 	rm -f $(DESTDIR)$(BINDIR)/__pycache__/msrsync*.pyc
 	-rmdir $(DESTDIR)$(BINDIR)/__pycache__ 2>/dev/null
+
+deb:
+	$(PACKAGE) deb $(BUILDDIR)
+
+rpm:
+	$(PACKAGE) rpm $(BUILDDIR)
 
 bench:
 	$(PYTHON) bench/suite.py --quick
@@ -96,4 +127,4 @@ bench-remote:
 
 clean:
 	find . -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
-	rm -rf .pytest_cache bench/results*
+	rm -rf .pytest_cache bench/results* $(BUILDDIR)

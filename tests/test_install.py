@@ -1,6 +1,7 @@
-"""An installed msrsync writes nothing beside itself: its compiled code lives in the
-user's cache directory ($XDG_CACHE_HOME/msrsync, else ~/.cache/msrsync), and --selftest
-leaves nothing in $TMPDIR."""
+"""make install installs the program, its man page and its bash and zsh completions,
+and make uninstall removes them. An installed msrsync writes nothing beside itself: its
+compiled code lives in the user's cache directory ($XDG_CACHE_HOME/msrsync, else
+~/.cache/msrsync), and --selftest leaves nothing in $TMPDIR."""
 
 import os
 import subprocess
@@ -27,6 +28,43 @@ def _install(tmp_path):
                   "PREFIX=/usr/local"], env=_env(tmp_path, PYTHONDONTWRITEBYTECODE="1"))
     assert cp.returncode == 0, text(cp.stderr)
     return destdir / "usr" / "local" / "bin" / "msrsync"
+
+
+def _files_under(root):
+    return sorted(os.path.relpath(os.path.join(d, f), str(root))
+                  for d, _, files in os.walk(str(root)) for f in files)
+
+
+def test_install_puts_the_completions_where_the_shells_look_and_uninstall_removes_all(
+        tmp_path):
+    program = _install(tmp_path)
+    root = tmp_path / "root"
+    installed = {
+        "usr/local/bin/msrsync": "msrsync",
+        "usr/local/share/man/man1/msrsync.1": "man/msrsync.1",
+        "usr/local/share/bash-completion/completions/msrsync": "man/completion/msrsync.bash",
+        "usr/local/share/zsh/site-functions/_msrsync": "man/completion/_msrsync",
+    }
+    assert _files_under(root) == sorted(installed)
+    for path, source in installed.items():
+        with open(str(root / path), "rb") as got, \
+                open(os.path.join(PROJECT_DIR, source), "rb") as want:
+            assert got.read() == want.read(), path
+    assert os.stat(str(program)).st_mode & 0o777 == 0o755
+    cp = run_cmd(["make", "-C", PROJECT_DIR, "uninstall", "DESTDIR=%s" % root,
+                  "PREFIX=/usr/local"], env=_env(tmp_path, PYTHONDONTWRITEBYTECODE="1"))
+    assert cp.returncode == 0, text(cp.stderr)
+    assert _files_under(root) == []
+    # the completion directories can be chosen (the .deb's zsh directory is Debian's)
+    other = tmp_path / "other"
+    cp = run_cmd(["make", "-C", PROJECT_DIR, "install", "DESTDIR=%s" % other, "PREFIX=/usr",
+                  "BASHCOMPDIR=/etc/bash_completion.d",
+                  "ZSHCOMPDIR=/usr/share/zsh/vendor-completions"],
+                 env=_env(tmp_path, PYTHONDONTWRITEBYTECODE="1"))
+    assert cp.returncode == 0, text(cp.stderr)
+    assert _files_under(other) == ["etc/bash_completion.d/msrsync", "usr/bin/msrsync",
+                                   "usr/share/man/man1/msrsync.1",
+                                   "usr/share/zsh/vendor-completions/_msrsync"]
 
 
 def _cache_files(cache_home):
