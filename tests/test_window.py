@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from helpers import (assert_same_tree, build, load_msrsync, run_msrsync, run_rsync,
+from helpers import (age, assert_same_tree, build, load_msrsync, run_msrsync, run_rsync,
                      running_rsyncs, text)
 
 MSR = load_msrsync()
@@ -37,6 +37,7 @@ def _wrapper(tmp_path, wait):
 
 def _tree(root, files=24):
     build(root, dict(("d%d/f%02d" % (n % 3, n), "x" * (100 + n)) for n in range(files)))
+    age(root, everything=True)    # (rsync sets no time on a directory of this very second)
 
 
 def _summary(path):
