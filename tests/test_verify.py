@@ -107,3 +107,16 @@ def test_verify_with_nothing_to_verify_is_one_line(tmp_path, args, needle):
     assert cp.returncode == 1, err
     assert len(err.strip().splitlines()) == 1 and needle in err, err
     assert not (tmp_path / "dest").exists()
+
+
+def test_several_srcs_in_one_worker_are_verified_each_from_its_own_base(tmp_path):
+    """-p 1 without caps is one plain rsync of everything, whose item lines do not say
+    which SRC a name is of: with --verify and several SRCs the run cuts buckets."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    build(one, {"a/x": "1" * 10})
+    build(two, {"b/y": "2" * 20, "c": "3"})
+    cp = run_msrsync("--verify", "--json", tmp_path / "run.json", one, str(two) + "/",
+                     tmp_path / "dest")
+    assert cp.returncode == 0, text(cp.stderr)
+    found = json.loads((tmp_path / "run.json").read_text())["verify"]
+    assert (found["files"], found["identical"]) == (3, 3), found
