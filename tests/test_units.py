@@ -520,7 +520,7 @@ def test_a_vanished_neighbours_temp_file_is_told_from_a_vanished_source(
 def _commands(rsync_text, processes=4, slot_options=lambda slot: []):
     """A BucketCommands from settings made by hand, as a unit test can."""
     options = m.RsyncOptions(rsync_text)
-    args = argparse.Namespace(progress=False, status_file=None, metrics=None)
+    args = argparse.Namespace(progress=False, status_file=None, metrics=None, verify=False)
     source = m.Source(b"/src/", b"/src", b".", True)
     settings = m.RunSettings(
         plan=None, args=args, options=options, rsync=b"rsync", rsync_binary="rsync",

@@ -9,7 +9,8 @@
 # Every option msrsync --help lists.
 _msrsync_options='-p --processes -f --files -s --size --readahead --scan-threads
     --resume --retries -b --buckets -k --keep -j --show -P --progress --stats
-    --json --status-file --check -d --dry-run -v --version -h --help --hosts
+    --json --status-file --verify --metrics --check --stop-at --max-duration
+    --window-grace -d --dry-run -v --version -h --help --hosts
     --hostfile --host-shell -r --rsync -t --selftest -e --bench -g --benchshm
     --bench-entries'
 
@@ -73,12 +74,13 @@ _msrsync()
 
     case $prev in
         -p | --processes | -f | --files | -s | --size | --readahead | \
-            --scan-threads | --retries | --bench-entries)
-            return ;;     # a number or a size
+            --scan-threads | --retries | --bench-entries | --stop-at | --max-duration | \
+            --window-grace)
+            return ;;     # a number, a size, a time or a duration
         -b | --buckets | --resume)
             _filedir -d
             return ;;
-        --json | --status-file | --hostfile)
+        --json | --status-file | --metrics | --hostfile)
             _filedir
             return ;;
         --hosts)
