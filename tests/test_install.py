@@ -137,12 +137,19 @@ def test_default_cache_is_under_home_and_an_unusable_one_is_no_error(tmp_path):
     assert sorted(os.listdir(str(program.parent))) == ["msrsync"]
 
 
-def test_selftest_leaves_nothing_in_tmpdir(tmp_path):
+def test_selftest_passes_and_leaves_nothing_in_tmpdir(tmp_path):
+    """The program's --selftest, run as a user runs it (the program, through its
+    loader): every check ok, nothing left in $TMPDIR.  (One run for both: each
+    takes a while.)"""
     tmpdir = tmp_path / "tmp"
     os.makedirs(str(tmpdir))
     env = _env(tmp_path, TMPDIR=str(tmpdir), XDG_CACHE_HOME=str(tmp_path / "cache"))
     cp = subprocess.run([MSRSYNC, "--selftest"], stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env, timeout=300)
     assert cp.returncode == 0, text(cp.stdout) + text(cp.stderr)
+    lines = text(cp.stdout).splitlines()
     assert "0 failed" in text(cp.stdout)
+    assert any(line.startswith("ok") for line in lines), lines
+    assert not any(line.startswith("not ok") for line in lines), lines
+    assert b"Traceback" not in cp.stderr
     assert os.listdir(str(tmpdir)) == []
