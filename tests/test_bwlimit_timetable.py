@@ -38,7 +38,7 @@ def test_each_rsync_gets_its_share_of_the_rate_in_force_when_it_starts(tmp_path,
         pytest.skip("the table's entries would straddle midnight")
     src = tmp_path / "src"
     build(src, dict(("d%d/f%d" % (n % 2, n), "x" * (1000 + n)) for n in range(16)))
-    age(src, everything=True)     # (rsync sets no time on a directory of this very second)
+    age(src, everything=True)     # (rsync leaves a directory whose time matches to the second)
     # in force now: `rate`; the other entries far from now
     table = "%s,1K %s,%s %s,1K" % (_hhmm(-8), _hhmm(-1), rate, _hhmm(8))
     cp = run_msrsync("-p", "4", "-f", "2", "--json", tmp_path / "run.json",

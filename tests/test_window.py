@@ -37,7 +37,7 @@ def _wrapper(tmp_path, wait):
 
 def _tree(root, files=24):
     build(root, dict(("d%d/f%02d" % (n % 3, n), "x" * (100 + n)) for n in range(files)))
-    age(root, everything=True)    # (rsync sets no time on a directory of this very second)
+    age(root, everything=True)    # (rsync leaves a directory whose time matches to the second)
 
 
 def _summary(path):
