@@ -162,6 +162,7 @@ def test_rsyncs_own_stop_at_and_time_limit_are_the_runs_window_not_each_rsyncs(
     (["--window-grace", "1s"], "--window-grace needs a time window"),
     (["--rsync", "-a --time-limit=soon"], "--time-limit in --rsync"),
     (["--rsync", "-a --stop-at=tomorrow"], "--stop-at in --rsync"),
+    (["--check", "--max-duration", "1h"], "a check is not resumed"),
 ])
 def test_bad_window_input_is_one_line_and_nothing_is_made(tmp_path, args, needle):
     src = tmp_path / "src"
