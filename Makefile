@@ -33,8 +33,9 @@ PY36    ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.6*/bin/python3.6 \
                                   $(HOME)/.pyenv/versions/3.6*/bin/python3.6 \
                                   /usr/bin/python3.6 /usr/local/bin/python3.6))
 # Tests run at once under pytest-xdist when it is installed (.ci/deps tries
-# to): most of a test's time is rsync and ssh starting and exiting, not CPU.
-JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+# to): one more than the CPUs, since much of a test's time is rsync and ssh
+# starting and exiting, and the worker-host cases wait out timeouts.
+JOBS    ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 # Byte-compiles the files named as arguments without writing any .pyc.
 COMPILE := import sys; [compile(open(f, 'rb').read(), f, 'exec') for f in sys.argv[1:]]
 
