@@ -376,7 +376,7 @@ def _settings(max_entries, dest=None):
         caps=m.Caps(max_entries, 1 << 40), filters=None, follow=None, copy_unsafe=False,
         one_file_system=0, prune=False, dest=dest, remote_dest=False, delete_after=False,
         list_all_dirs=False, links=False, dir_times=False, dir_seen=False,
-        skip_units=None, skip_dir=None)
+        skip_units=None, skip_dir=None, observe=None)
 
 
 class _Sink(m.ScanSink):
