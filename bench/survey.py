@@ -11,7 +11,10 @@ Timed, each --reps times (3), interleaved (the order rotates at every repetition
 
   survey          msrsync --survey SRC/
   survey+DEST     msrsync --survey SRC/ DST/     (DST holds a copy of every 4th top dir)
+  survey+rule     msrsync --survey --rsync "-aS --numeric-ids --exclude=/no-such-name" SRC/
+                  (a rule, even one that excludes nothing, walks with the run's scanner)
   -d              msrsync -d SRC/ EMPTY/         (the scan of a first copy: every file stat'ed)
+  -d+rule         msrsync -d --rsync "-aS --numeric-ids --exclude=/no-such-name" SRC/ EMPTY/
   find            find SRC/ -printf '%s %y %T@ %n\\n'  (a stat an entry, no more)
 
 Every survey run is checked: its --json figures (files, directories, bytes) equal the
@@ -97,7 +100,11 @@ def run(a):
     commands = [
         ("survey", py + ["--survey", "--json", out, src + "/"], None),
         ("survey+DEST", py + ["--survey", "--json", out, src + "/", dest + "/"], held),
+        ("survey+rule", py + ["--survey", "--json", out, "--rsync",
+                              "-aS --numeric-ids --exclude=/no-such-name", src + "/"], None),
         ("-d", py + ["-d", src + "/", empty + "/"], False),
+        ("-d+rule", py + ["-d", "--rsync", "-aS --numeric-ids --exclude=/no-such-name",
+                          src + "/", empty + "/"], False),
         ("find", ["find", src + "/", "-printf", "%s %y %T@ %n\\n"], False),
     ]
     spawner = Spawner()

@@ -9,8 +9,8 @@
 # Every option msrsync --help lists.
 _msrsync_options='-p --processes -f --files -s --size --readahead --scan-threads
     --resume --retries -b --buckets -k --keep -j --show -P --progress --stats
-    --json --status-file --verify --metrics --check --stop-at --max-duration
-    --window-grace -d --dry-run -v --version -h --help --hosts
+    --json --status-file --verify --metrics --survey --html --check --stop-at
+    --max-duration --window-grace -d --dry-run -v --version -h --help --hosts
     --hostfile --host-shell -r --rsync -t --selftest -e --bench -g --benchshm
     --bench-entries'
 
@@ -80,7 +80,7 @@ _msrsync()
         -b | --buckets | --resume)
             _filedir -d
             return ;;
-        --json | --status-file | --metrics | --hostfile)
+        --json | --status-file | --metrics | --html | --hostfile)
             _filedir
             return ;;
         --hosts)
