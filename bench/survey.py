@@ -12,9 +12,11 @@ Timed, each --reps times (3), interleaved (the order rotates at every repetition
   survey          msrsync --survey SRC/
   survey+DEST     msrsync --survey SRC/ DST/     (DST holds a copy of every 4th top dir)
   survey+rule     msrsync --survey --rsync "-aS --numeric-ids --exclude=/no-such-name" SRC/
-                  (a rule, even one that excludes nothing, walks with the run's scanner)
+  survey+merge    the same with --filter=":_.no-such-file" (a per-directory rule, even one
+                  of a file that exists nowhere, walks with the run's scanner)
   -d              msrsync -d SRC/ EMPTY/         (the scan of a first copy: every file stat'ed)
   -d+rule         msrsync -d --rsync "-aS --numeric-ids --exclude=/no-such-name" SRC/ EMPTY/
+  -d+merge        the same with --filter=":_.no-such-file"
   find            find SRC/ -printf '%s %y %T@ %n\\n'  (a stat an entry, no more)
 
 Every survey run is checked: its --json figures (files, directories, bytes) equal the
@@ -40,6 +42,8 @@ from common import Spawner, build_dataset, count_tree, measure, run_main  # noqa
 from common import script_parser  # noqa: E402
 
 MSRSYNC = os.path.join(os.path.dirname(HERE), "msrsync")
+RULE = "-aS --numeric-ids --exclude=/no-such-name"
+MERGE = RULE + " --filter=:_.no-such-file"
 
 
 def parse_args(argv):
@@ -100,11 +104,11 @@ def run(a):
     commands = [
         ("survey", py + ["--survey", "--json", out, src + "/"], None),
         ("survey+DEST", py + ["--survey", "--json", out, src + "/", dest + "/"], held),
-        ("survey+rule", py + ["--survey", "--json", out, "--rsync",
-                              "-aS --numeric-ids --exclude=/no-such-name", src + "/"], None),
+        ("survey+rule", py + ["--survey", "--json", out, "--rsync", RULE, src + "/"], None),
+        ("survey+merge", py + ["--survey", "--json", out, "--rsync", MERGE, src + "/"], None),
         ("-d", py + ["-d", src + "/", empty + "/"], False),
-        ("-d+rule", py + ["-d", "--rsync", "-aS --numeric-ids --exclude=/no-such-name",
-                          src + "/", empty + "/"], False),
+        ("-d+rule", py + ["-d", "--rsync", RULE, src + "/", empty + "/"], False),
+        ("-d+merge", py + ["-d", "--rsync", MERGE, src + "/", empty + "/"], False),
         ("find", ["find", src + "/", "-printf", "%s %y %T@ %n\\n"], False),
     ]
     spawner = Spawner()

@@ -130,14 +130,20 @@ def test_figures_of_a_known_tree(tmp_path):
     assert report["dest_held"] is None and report["xattrs"] is None
 
 
-def test_the_scanners_path_and_the_plain_walk_agree(weird_src, tmp_path):
-    """A rule that excludes nothing sends the scan through the scanner: the same report."""
-    plain = survey("--rsync", "-aH", os.fsdecode(weird_src) + "/")
-    ruled = survey("--rsync", "-aH --exclude=/no-such-name", os.fsdecode(weird_src) + "/")
+@pytest.mark.parametrize("rules", [[], ["--exclude=*.txt", "--exclude=/d*/", "--include=f*"]])
+def test_the_scanners_path_and_the_plain_walk_agree(weird_src, tmp_path, rules):
+    """A per-directory rule (here of a file that exists nowhere) sends the scan through
+    the run's scanner; global rules alone are applied by the survey's own walk: the
+    same report."""
+    plain = survey("--rsync", " ".join(["-aH"] + rules), os.fsdecode(weird_src) + "/")
+    scanned = survey("--rsync", " ".join(["-aH", "--filter=:_.no-such-merge-file"] + rules),
+                     os.fsdecode(weird_src) + "/")
     plain.pop("seconds")
-    ruled.pop("seconds")
-    assert plain == ruled
-    named = survey("--rsync", "-aH", os.fsdecode(weird_src))          # "SRC": its name comes first
+    scanned.pop("seconds")
+    assert plain == scanned
+    if rules:
+        return      # (anchored rules match other names under "SRC")
+    named = survey("--rsync", "-aH", os.fsdecode(weird_src))      # "SRC": its name first
     assert named["types"] == plain["types"] and named["bytes"] == plain["bytes"]
     assert all(t["path"].startswith("src/") for t in named["top_level"]["by_bytes"])
 
