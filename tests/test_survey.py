@@ -18,7 +18,7 @@ import tempfile
 
 import pytest
 
-from helpers import age, build, run_msrsync, run_rsync, text
+from helpers import age, build, load_msrsync, run_msrsync, run_rsync, text
 from remote import serve_sshd
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -338,3 +338,30 @@ def test_the_html_page_renders_its_figures_in_a_real_browser(tmp_path):
             # each bar as long as its figure says, inside its chart
             assert abs(m["width"] - widest * m["value"] / top) < 1.0, (chart, m)
             assert m["svgLeft"] <= m["left"] and m["left"] + m["width"] <= m["svgRight"]
+
+
+@pytest.mark.parametrize("rules", ["-a", "-a --filter=:_.no-such-merge-file"])
+def test_a_huge_directory_is_counted_in_chunks(tmp_path, monkeypatch, rules):
+    """Memory does not grow with a directory's size: its entries reach the counting
+    SURVEY_CHUNK at a time, on the survey's own walk and on the scanner's."""
+    m = load_msrsync()
+    monkeypatch.setattr(m, "SURVEY_CHUNK", 50)
+    src = tmp_path / "src"
+    build(src, dict([("flat/f%03d" % i, b"x" * i) for i in range(470)] +
+                    [("flat/sub%d/g" % i, b"g") for i in range(3)]))
+    survey_ = m.plan_survey(m.parse_args(["--survey", "--rsync", rules, str(src) + "/"]))
+    sizes, entries = [], []
+    listing = survey_.tally.listing
+
+    def recorded(rel, path, names, stats, subdirs):
+        sizes.append(len(stats))
+        entries.append(len(names) + len(subdirs))
+        return listing(rel, path, names, stats, subdirs)
+    monkeypatch.setattr(survey_.tally, "listing", recorded)
+    for source in survey_.sources:
+        survey_.tally.begin_source(source, None)
+        survey_._scan_local(source)
+    survey_.tally.end()
+    assert max(sizes) <= 50 and sum(entries) == 1 + 470 + 3 + 3
+    assert (survey_.tally.files, survey_.tally.dirs) == (473, 5)
+    assert survey_.tally.bytes == sum(range(470)) + 3
