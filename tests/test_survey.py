@@ -202,6 +202,16 @@ def test_a_remote_src_over_ssh_gives_the_local_figures(tmp_path, sshd_server):
     assert remote["oldest"]["time"] == local["oldest"]["time"]
 
 
+def test_a_remote_src_that_is_one_file(tmp_path, sshd_server):
+    """Its one entry is counted from the stat the remote walker sends (the scanner
+    walks directories only)."""
+    src = tmp_path / "one-file"
+    src.write_bytes(b"x" * 5000)
+    remote = survey("--rsync", "-a -e '%s'" % sshd_server.rsh, sshd_server.remote(str(src)))
+    assert remote["types"] == {"files": 1, "directories": 0, "symlinks": 0, "others": 0}
+    assert remote["bytes"] == 5000 and remote["largest_files"][0]["path"] == "one-file"
+
+
 def test_table_on_stdout_and_json_file(tmp_path):
     src = _tree(str(tmp_path / "src"))
     out = tmp_path / "survey.json"
