@@ -271,7 +271,10 @@ def host_tools(hosts, ip_path, conf_shown):
         return [("%s:2,%s:2" % (names[0], names[1]), []),
                 (",".join(names[:4]), ["-p", "1"])]
     tools = [Tool("rsync", "rsync", 1, [], [], None),
-             Tool(local, "local", 4, ["-p", "4"], ["-p", "4"], None)]
+             Tool(local, "local", 4, ["-p", "4"], ["-p", "4"], None),
+             # the hosts read nothing ahead: what the local readahead is worth
+             Tool(local + " --readahead 0", "local", 4, ["-p", "4", "--readahead", "0"],
+                  ["-p", "4", "--readahead", "0"], local)]
     for kind, names, shown_names, shell, shell_shown in (
             ("ssh", hosts.aliases, hosts.aliases, ssh, ssh_shown),
             ("netns", ns, shown_ns, ipx, ipx_shown)):

@@ -485,6 +485,50 @@ def test_the_host_shell_gets_the_host_and_sh_and_no_path_on_its_command_line(
                      {"fake1", "someone@fake2", "[fd00::1]"}), hosts
 
 
+def test_a_hosts_next_bucket_starts_when_the_transfer_is_over_not_at_rsyncs_exit(
+        tmp_path, hosts_src):
+    """rsync ends with its processes waiting for each other in sleeps: a worker on a host
+    starts its next bucket once rsync says its transfer is over, as a worker here does. The
+    host (a shell that runs sh on this machine) has an rsync whose exit comes a second after its transfer; every event is logged in
+    order (its transfer's end, before the sleeps of rsync's own exit, is not seen
+    there). rsync's words about its end are not shown."""
+    events = tmp_path / "events"
+    wrapper = tmp_path / "bin" / "rsync"
+    wrapper.parent.mkdir()
+    real = shutil.which("rsync")
+    wrapper.write_text("\n".join([
+        "#!/bin/sh",
+        "[ -n \"$ON_HOST\" ] || exec %s \"$@\"" % real,
+        "echo \"start $$\" >> %s" % shlex.quote(str(events)),
+        "%s \"$@\"; rc=$?" % real,
+        "echo \"over $$\" >> %s" % shlex.quote(str(events)),
+        "sleep 1",
+        "echo \"exit $$\" >> %s" % shlex.quote(str(events)),
+        "exit $rc", ""]))
+    wrapper.chmod(0o755)
+    shell = tmp_path / "shell"
+    shell.write_text("#!/bin/sh\nshift\nON_HOST=1 exec \"$@\"\n")
+    shell.chmod(0o755)
+    env = dict(os.environ, PATH="%s:%s" % (wrapper.parent, os.environ["PATH"]))
+    oracle, dest = tmp_path / "oracle", tmp_path / "dest"
+    cp = run_rsync(slash(hosts_src), oracle, opts=OPTS)
+    assert cp.returncode == 0, describe(cp)
+    cp = run_msrsync("-p", "1", "-f", "60", "--hosts", "fake1", "--host-shell", str(shell),
+                     "--rsync", " ".join(OPTS + ["-i", "--stats"]),
+                     slash(hosts_src), dest, env=env)
+    assert cp.returncode == 0, describe(cp)
+    assert_same_tree(oracle, dest, label_a="rsync", label_b="msrsync")
+    for word in (b"_exit_cleanup", b"client_run", b"<msrsync-"):
+        assert word not in cp.stdout + cp.stderr, describe(cp)
+    log = [line.split() for line in events.read_text().splitlines()]
+    starts = [pid for what, pid in log if what == "start"]
+    assert len(starts) >= 4, log
+    at = dict(((what, pid), i) for i, (what, pid) in enumerate(log))
+    overlapped = [pid for pid in starts if any(
+        at[("over", pid)] < at[("start", other)] < at[("exit", pid)] for other in starts)]
+    assert overlapped, "every bucket waited for the previous rsync's exit: %s" % log
+
+
 def test_hostfile_with_comments_and_blank_lines(tmp_path, hosts, hosts_src):
     """--hostfile: comment lines and blank lines are no hosts (h9 does not exist: taken
     for a host it would fail the check), user@host and host:N are; h3:1 runs one rsync
