@@ -12,6 +12,7 @@ Options that only slow a run down (--bwlimit, so a host can be lost while it wor
 given to msrsync's rsyncs alone.
 """
 
+import collections
 import ipaddress
 import json
 import os
@@ -143,7 +144,7 @@ def copies(hosts, needle=""):
 
 def top_rsyncs(host, processes=None):
     """The rsyncs in host's namespace that are not forked by another rsync: one a
-    running transfer (rsync forks its receiver and generator). processes: what
+    transfer (rsync forks its generator, which forks its receiver). processes: what
     netns.scan found there, else looked up."""
     if processes is None:
         processes = netns.scan([host.identity]).get(host.identity, [])
@@ -151,9 +152,37 @@ def top_rsyncs(host, processes=None):
     return [p[0] for p in processes if p[0] in rsyncs and p[3] not in rsyncs]
 
 
+def transfers(processes):
+    """Of the top rsyncs among processes, those whose transfer is not over. A transfer
+    is over once its receiver is gone and its generator waits for it in a sleep, or
+    is gone too: rsync says so on a host (see HOST_END_LINE), and while its processes
+    wait for each other in sleeps the worker starts its next bucket, as a worker
+    here does."""
+    rsyncs = dict((p[0], p) for p in processes if netns.is_rsync(p[2]))
+    children = collections.defaultdict(list)
+    for pid, p in rsyncs.items():
+        children[p[3]].append(pid)
+
+    def over(top):
+        generators = children.get(top)
+        if not generators:
+            return True
+        return all(not children.get(g) and b"nanosleep" in _wchan(g) for g in generators)
+    return [pid for pid, p in rsyncs.items() if p[3] not in rsyncs and not over(pid)]
+
+
+def _wchan(pid):
+    try:
+        with open("/proc/%d/wchan" % pid, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
 class Watch(object):
     """Samples, while a run goes on, the rsyncs running in each host's namespace: the
-    pids seen (seen[alias]) and the most transfers at once (most[alias])."""
+    pids seen (seen[alias]) and the most transfers at once (most[alias], see
+    transfers)."""
 
     def __init__(self, hosts, interval=0.02):
         self.hosts = list(hosts)
@@ -168,9 +197,9 @@ class Watch(object):
         while not self._stop.is_set():
             found = netns.scan([h.identity for h in self.hosts])
             for h in self.hosts:
-                top = top_rsyncs(h, found.get(h.identity, []))
-                self.seen[h.alias].update(top)
-                self.most[h.alias] = max(self.most[h.alias], len(top))
+                processes = found.get(h.identity, [])
+                self.seen[h.alias].update(top_rsyncs(h, processes))
+                self.most[h.alias] = max(self.most[h.alias], len(transfers(processes)))
             self._stop.wait(self.interval)
 
     def stop(self):

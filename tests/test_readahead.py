@@ -407,14 +407,27 @@ def test_a_signal_to_msrsync_alone_leaves_no_readahead_behind(tmp_path, signum):
             os.kill(pid, signal.SIGKILL)
 
 
+def _elsewhere_shell(tmp_path):
+    """A --host-shell that runs sh on this machine as if on another: its readlink
+    says another pid namespace, so msrsync's check of the host (see check_host)
+    finds another kernel and process table there."""
+    bindir = tmp_path / "elsewhere-bin"
+    bindir.mkdir()
+    fake = bindir / "readlink"
+    fake.write_text("#!/bin/sh\necho 'pid:[1]'\n")
+    fake.chmod(0o755)
+    return ["--host-shell", "env PATH=%s:%s sh -c 'exec sh'" % (bindir, os.environ["PATH"])]
+
+
 def test_with_worker_hosts_the_rsyncs_run_here_get_the_readahead(tmp_path, late_rsync):
     """With --hosts, the buckets run on ":" (this machine) are read ahead of; those
-    run on another host are not (the advice would fill this machine's page cache, not
-    the host's).  The host here is "hx", reached by a --host-shell that runs sh on
-    this machine (env -u hx sh), so that both kinds of buckets run in one tree."""
+    run on another machine are not (the advice would fill this machine's page cache,
+    not the host's). The host is "hx", reached by a --host-shell that runs sh on this
+    machine as if on another (see _elsewhere_shell), so that both kinds of buckets
+    run in one tree."""
     src = str(tmp_path / "src")
     files = _tree(src)
-    shell = ["--host-shell", "env -u"]
+    shell = _elsewhere_shell(tmp_path)
     summary = _summary(tmp_path, "--hosts", ":2,hx:2", "-f", "3", *shell,
                        src + "/", str(tmp_path / "dest"), env=late_rsync)
     here, there = ({h["host"]: h for h in summary["hosts"]}[name] for name in (":", "hx"))
@@ -427,3 +440,20 @@ def test_with_worker_hosts_the_rsyncs_run_here_get_the_readahead(tmp_path, late_
                          src + "/", str(tmp_path / "dest3"), env=late_rsync)
     assert elsewhere["readahead_files"] == 0
     differential(tmp_path / "diff", [src + "/"], ["--hosts", ":2,hx:2", "-f", "3"] + shell)
+
+
+def test_a_host_in_this_machines_kernel_gets_the_readahead_too(tmp_path, late_rsync):
+    """A host that runs in this machine's kernel and process table (a network
+    namespace, a container: here sh run by "env -u hx") reads through this machine's
+    page cache: its rsyncs are read ahead of as those run here, every file they send
+    asked for."""
+    src = str(tmp_path / "src")
+    files = _tree(src)
+    shell = ["--host-shell", "env -u"]
+    summary = _summary(tmp_path, "--hosts", "hx:2", "-f", "3", *shell,
+                       src + "/", str(tmp_path / "dest"), env=late_rsync)
+    there = {h["host"]: h for h in summary["hosts"]}["hx"]
+    assert there["buckets"] > 1, summary["hosts"]
+    assert summary["readahead_files"] == files
+    assert summary["readahead_bytes"] == there["bytes"] == sum(3000 + n for n in range(files))
+    differential(tmp_path / "diff", [src + "/"], ["--hosts", "hx:2", "-f", "3"] + shell)
