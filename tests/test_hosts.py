@@ -514,6 +514,27 @@ def test_the_host_shell_gets_the_host_and_sh_and_no_path_on_its_command_line(
                      {"fake1", "someone@fake2", "[fd00::1]"}), hosts
 
 
+def test_a_host_runs_bucket_after_bucket_in_a_few_sessions_kept_open(tmp_path, hosts_src):
+    """A host's sh is started once for each rsync it runs at once (one more while one
+    ends), not once a bucket: dozens of buckets on a host of 2 rsyncs take a handful of
+    host shells (the first is the check before the run). The shell here notes each start
+    and runs sh on this machine; the copy is rsync's."""
+    log = tmp_path / "shell.log"
+    shell = tmp_path / "shell"
+    shell.write_text("#!/bin/sh\necho \"$1\" >> %s\nshift\nexec \"$@\"\n"
+                     % shlex.quote(str(log)))
+    shell.chmod(0o755)
+    summary = tmp_path / "summary.json"
+    run = differential(tmp_path / "w", [slash(hosts_src)], msrsync_opts=[
+        "-f", "10", "--json", str(summary), "--hosts", "fake1:2", "--host-shell", str(shell)],
+        rsync_opts=OPTS)
+    buckets = host_summaries(summary)["fake1"]["buckets"]
+    starts = log.read_text().split()
+    assert buckets >= 20, buckets
+    assert set(starts) == {"fake1"} and len(starts) <= 1 + 3 * 2, (len(starts), buckets)
+    assert b"msrsync-" not in run.msrsync.stdout + run.msrsync.stderr
+
+
 def test_a_hosts_next_bucket_starts_when_the_transfer_is_over_not_at_rsyncs_exit(
         tmp_path, hosts_src):
     """rsync ends with its processes waiting for each other in sleeps: a worker on a host
