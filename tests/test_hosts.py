@@ -535,6 +535,36 @@ def test_a_host_runs_bucket_after_bucket_in_a_few_sessions_kept_open(tmp_path, h
     assert b"msrsync-" not in run.msrsync.stdout + run.msrsync.stderr
 
 
+def test_an_rsync_that_fails_on_a_host_without_stats_is_its_buckets_failure_not_a_loss(
+        tmp_path, hosts_src):
+    """An rsync that stops at once on a host (no stats, no end of transfer: a fatal
+    error) ends its bucket with its exit code and its message, and its session runs
+    the next bucket: the host is not taken for silent, nor lost."""
+    wrapper = tmp_path / "bin" / "rsync"
+    wrapper.parent.mkdir()
+    wrapper.write_text("\n".join([
+        "#!/bin/sh",
+        "[ -n \"$ON_HOST\" ] && [ \"$1\" != --version ] || exec %s \"$@\""
+        % shutil.which("rsync"),
+        "echo 'rsync: [sender] write error: Input/output error (5)' >&2",
+        "echo 'rsync error: error in file IO (code 11) at io.c(1) [sender=3]' >&2",
+        "exit 11", ""]))
+    wrapper.chmod(0o755)
+    shell = tmp_path / "shell"
+    shell.write_text("#!/bin/sh\nshift\nON_HOST=1 exec \"$@\"\n")
+    shell.chmod(0o755)
+    env = dict(os.environ, PATH="%s:%s" % (wrapper.parent, os.environ["PATH"]),
+               MSRSYNC_HOST_SILENCE="60")
+    summary = tmp_path / "summary.json"
+    cp = run_msrsync("-f", "100", "--json", summary, "--hosts", "fake1", "--host-shell",
+                     str(shell), slash(hosts_src), tmp_path / "dest", env=env, timeout=50)
+    assert cp.returncode == 11, describe(cp)
+    assert b"Input/output error" in cp.stderr, describe(cp)
+    assert b"lost" not in cp.stderr and b"gone" not in cp.stderr, describe(cp)
+    entry = host_summaries(summary)["fake1"]
+    assert entry["buckets"] >= 2 and entry["buckets_moved_away"] == 0, entry
+
+
 def test_a_hosts_next_bucket_starts_when_the_transfer_is_over_not_at_rsyncs_exit(
         tmp_path, hosts_src):
     """rsync ends with its processes waiting for each other in sleeps: a worker on a host
