@@ -15,7 +15,8 @@ page cache dropped before every run (as root), medians reported:
 
   copy    initial copy of bench.py's tree of small files (--files, 100,000) into an empty
           DEST: rsync -aS --numeric-ids (the reference), msrsync -p 4 (local workers),
-          msrsync --hosts h1:2,h2:2 and --hosts h1,h2,h3,h4 -p 1 with --host-shell
+          msrsync -p 4 --readahead 0 (local workers without the readahead, which hosts
+          on other machines do not get), msrsync --hosts h1:2,h2:2 and --hosts h1,h2,h3,h4 -p 1 with --host-shell
           "ssh -F CONF", and the same two layouts with --host-shell "ip netns exec" (the
           namespaces' names as hosts: no ssh, the host script's path alone); every msrsync
           run with the same -f (--bucket-files, 1000) so that a bucket costs the same
