@@ -568,10 +568,11 @@ def test_an_rsync_that_fails_on_a_host_without_stats_is_its_buckets_failure_not_
 def test_a_hosts_next_bucket_starts_when_the_transfer_is_over_not_at_rsyncs_exit(
         tmp_path, hosts_src):
     """rsync ends with its processes waiting for each other in sleeps: a worker on a host
-    starts its next bucket once rsync says its transfer is over, as a worker here does. The
-    host (a shell that runs sh on this machine) has an rsync whose exit comes a second after its transfer; every event is logged in
-    order (its transfer's end, before the sleeps of rsync's own exit, is not seen
-    there). rsync's words about its end are not shown."""
+    starts its next bucket once rsync says its transfer is over, as a worker here does.
+    The host (a shell that runs sh on this machine) has an rsync whose exit comes a
+    second after its transfer; every event is logged in order (its transfer's end,
+    before the sleeps of rsync's own exit, is not seen there). rsync's words about its
+    end are not shown."""
     events = tmp_path / "events"
     wrapper = tmp_path / "bin" / "rsync"
     wrapper.parent.mkdir()
