@@ -152,23 +152,36 @@ def top_rsyncs(host, processes=None):
     return [p[0] for p in processes if p[0] in rsyncs and p[3] not in rsyncs]
 
 
-def transfers(processes):
-    """Of the top rsyncs among processes, those whose transfer is not over. A transfer
-    is over once its receiver is gone and its generator waits for it in a sleep, or
-    is gone too: rsync says so on a host (see HOST_END_LINE), and while its processes
-    wait for each other in sleeps the worker starts its next bucket, as a worker
-    here does."""
+def transfers(processes, ended=None):
+    """Of the top rsyncs among processes, those whose transfer is not over. Once it is
+    over rsync says so on a host (see HOST_END_LINE), and while its processes end the
+    worker starts its next bucket, as a worker here does: they then sleep in rsync's
+    msleep (nanosleep), which a transfer calls on no other path but errors and
+    signals, the receiver until the generator kills it, the generator and the first
+    process until their child has exited; the first one, its children reaped, prints
+    its stats and exits. ended: a set of (pid, start time) of the tops seen over, kept
+    from sample to sample (a process awake between two sleeps looks busy)."""
+    ended = set() if ended is None else ended
     rsyncs = dict((p[0], p) for p in processes if netns.is_rsync(p[2]))
     children = collections.defaultdict(list)
     for pid, p in rsyncs.items():
         children[p[3]].append(pid)
 
     def over(top):
-        generators = children.get(top)
-        if not generators:
+        kids = children.get(top)
+        if not kids:
             return True
-        return all(not children.get(g) and b"nanosleep" in _wchan(g) for g in generators)
-    return [pid for pid, p in rsyncs.items() if p[3] not in rsyncs and not over(pid)]
+        tree = [top] + kids + [g for k in kids for g in children.get(k, [])]
+        return any(b"nanosleep" in _wchan(pid) for pid in tree)
+    running = []
+    for pid, p in rsyncs.items():
+        if p[3] in rsyncs or (pid, p[1]) in ended:
+            continue
+        if over(pid):
+            ended.add((pid, p[1]))
+        else:
+            running.append(pid)
+    return running
 
 
 def _wchan(pid):
@@ -182,12 +195,17 @@ def _wchan(pid):
 class Watch(object):
     """Samples, while a run goes on, the rsyncs running in each host's namespace: the
     pids seen (seen[alias]) and the most transfers at once (most[alias], see
-    transfers)."""
+    transfers), counted in two samples in a row: a transfer that ends is caught between
+    two of its processes' sleeps now and then (on a loaded machine a process woken from
+    one may wait for a CPU), never in two samples, where a transfer too many lasts its
+    bucket's time."""
 
     def __init__(self, hosts, interval=0.02):
         self.hosts = list(hosts)
         self.seen = {h.alias: set() for h in self.hosts}
         self.most = {h.alias: 0 for h in self.hosts}
+        self.ended = set()          # the transfers seen over (see transfers)
+        self.last = {h.alias: set() for h in self.hosts}    # those of the last sample
         self.interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -199,7 +217,9 @@ class Watch(object):
             for h in self.hosts:
                 processes = found.get(h.identity, [])
                 self.seen[h.alias].update(top_rsyncs(h, processes))
-                self.most[h.alias] = max(self.most[h.alias], len(transfers(processes)))
+                now = set(transfers(processes, self.ended))
+                self.most[h.alias] = max(self.most[h.alias], len(now & self.last[h.alias]))
+                self.last[h.alias] = now
             self._stop.wait(self.interval)
 
     def stop(self):

@@ -303,9 +303,18 @@ def test_files_of_another_owner_are_asked_for_without_noatime(nonroot):
             os.chmod(os.path.join(dirpath, name), 0o755)
     os.chmod(src, 0o755)
     summary_path = os.path.join(work, b"summary.json")
+    # rsync started late, as late_rsync does: a quick rsync on a loaded machine could end
+    # before the readahead began
+    bindir = os.path.join(work, b"late-bin")
+    os.mkdir(bindir)
+    os.chmod(bindir, 0o755)
+    with open(os.path.join(bindir, b"rsync"), "w") as handle:
+        handle.write("#!/bin/sh\nsleep 0.3\nexec %s \"$@\"\n" % shutil.which("rsync"))
+    os.chmod(os.path.join(bindir, b"rsync"), 0o755)
+    env = dict(os.environ, PATH="%s:%s" % (os.fsdecode(bindir), os.environ["PATH"]))
     cp = run_msrsync("--json", summary_path, "--readahead", "64M", "-p", "2", "--rsync",
                      "-rlptc", src + b"/", os.path.join(work, b"dest"), prefix=prefix,
-                     python=python)
+                     python=python, env=env)
     assert cp.returncode == 0, cp.stderr
     with open(summary_path, "rb") as handle:
         assert json.loads(handle.read().decode())["readahead_files"] == 30
