@@ -83,14 +83,18 @@ def late_rsync(tmp_path):
     would make the counts below depend on timing.  With -c too: on a loaded machine
     a quick rsync could end before the readahead began (a CI-like run under two
     CPU hogs asked for 0 files of 15)."""
-    bindir = tmp_path / "late-bin"
-    bindir.mkdir()
-    wrapper = bindir / "rsync"
-    wrapper.write_text("#!/bin/sh\nsleep 0.3\nexec %s \"$@\"\n" % shutil.which("rsync"))
-    wrapper.chmod(0o755)
-    env = dict(os.environ)
-    env["PATH"] = "%s:%s" % (bindir, env.get("PATH", ""))
-    return env
+    return _late_rsync_env(os.path.join(str(tmp_path), "late-bin"))
+
+
+def _late_rsync_env(bindir):
+    """An environment whose rsync (in bindir, made here, 0755) starts 0.3 s late."""
+    os.mkdir(bindir)
+    os.chmod(bindir, 0o755)
+    wrapper = os.path.join(bindir, "rsync")
+    with open(wrapper, "w") as handle:
+        handle.write("#!/bin/sh\nsleep 0.3\nexec %s \"$@\"\n" % shutil.which("rsync"))
+    os.chmod(wrapper, 0o755)
+    return dict(os.environ, PATH="%s:%s" % (bindir, os.environ.get("PATH", "")))
 
 
 def _copy_of(src):
@@ -305,13 +309,7 @@ def test_files_of_another_owner_are_asked_for_without_noatime(nonroot):
     summary_path = os.path.join(work, b"summary.json")
     # rsync started late, as late_rsync does: a quick rsync on a loaded machine could end
     # before the readahead began
-    bindir = os.path.join(work, b"late-bin")
-    os.mkdir(bindir)
-    os.chmod(bindir, 0o755)
-    with open(os.path.join(bindir, b"rsync"), "w") as handle:
-        handle.write("#!/bin/sh\nsleep 0.3\nexec %s \"$@\"\n" % shutil.which("rsync"))
-    os.chmod(os.path.join(bindir, b"rsync"), 0o755)
-    env = dict(os.environ, PATH="%s:%s" % (os.fsdecode(bindir), os.environ["PATH"]))
+    env = _late_rsync_env(os.path.join(os.fsdecode(work), "late-bin"))
     cp = run_msrsync("--json", summary_path, "--readahead", "64M", "-p", "2", "--rsync",
                      "-rlptc", src + b"/", os.path.join(work, b"dest"), prefix=prefix,
                      python=python, env=env)
