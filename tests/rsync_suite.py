@@ -584,6 +584,8 @@ def parse_args(argv):
                         help="a test's time limit [300]")
     parser.add_argument("--log-lines", type=int, default=30, metavar="N",
                         help="lines of a failing test's log shown [30]")
+    parser.add_argument("--build-only", action="store_true",
+                        help="build the tree when it is not built yet, run nothing")
     parser.add_argument("--list-exclusions", action="store_true",
                         help="print the default exclusions and allowed differences, and exit")
     args = parser.parse_args(argv)
@@ -618,6 +620,11 @@ def main(argv=None):
         started = time.monotonic()
         if build_tree(tree, os.path.join(work_dir, "build.log")):
             say("built %s in %.0f s" % (tree, time.monotonic() - started))
+        if args.build_only:
+            say("%s is built" % tree)
+            if not args.keep:
+                remove_tree(work_dir)
+            return EXIT_OK
         suite = find_suite(tree)
         tests = select_tests(suite.tests(), args.only, not args.all)
         if not tests:
