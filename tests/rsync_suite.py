@@ -520,6 +520,12 @@ def describe_difference(test, outcome, work_dir, lines):
     return "\n".join(out)
 
 
+def skip_reason(outcome):
+    """What the test said when it skipped: "SKIP    name (reason)"."""
+    match = re.search(r"^SKIP\s+\S+ \((.*)\)\s*$", outcome.output, re.MULTILINE)
+    return match.group(1) if match else "no reason given"
+
+
 def report(plain, through, work_dir, lines, say):
     """Print the comparison; returns (passed, failed) as the last line says."""
     passed_plain = sorted(t for t, o in plain.items() if o.status == "PASS")
@@ -533,8 +539,8 @@ def report(plain, through, work_dir, lines, say):
     say("plain rsync: %d passed, %d skipped, %d failed or errored (of %d run)"
         % (len(passed_plain), len(skipped), len(failed_plain), len(plain)))
     say("  passed: %s" % " ".join(passed_plain))
-    if skipped:
-        say("  skipped: %s" % " ".join(skipped))
+    for test in skipped:
+        say("  skipped: %s (%s)" % (test, skip_reason(plain[test])))
     if failed_plain:
         say("  failing plain too (not compared): %s" % " ".join(
             "%s(%s)" % (t, plain[t].status) for t in failed_plain))
