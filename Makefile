@@ -36,15 +36,19 @@ PY36    ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.6*/bin/python3.6 \
 # to): one more than the CPUs, since much of a test's time is rsync and ssh
 # starting and exiting, and the worker-host cases wait out timeouts.
 JOBS    ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
+# The rsync source tree make rsync-suite runs the test suite of: the newest
+# .ci/deps unpacked (Debian's), unless given.
+RSYNC_SOURCE ?= $(or $(MSRSYNC_RSYNC_SOURCE),$(lastword $(sort $(wildcard /var/cache/msrsync-tests/rsync-*))))
 # Byte-compiles the files named as arguments without writing any .pyc.
 COMPILE := import sys; [compile(open(f, 'rb').read(), f, 'exec') for f in sys.argv[1:]]
 
-.PHONY: help test lint man install uninstall deb rpm bench bench-full bench-remote clean
+.PHONY: help test rsync-suite lint man install uninstall deb rpm bench bench-full bench-remote clean
 
 help:
 	@echo "msrsync $(VERSION): make <target>, where <target> is one of"
 	@echo "  help        this list (default)"
 	@echo "  test        run the test suite: $(PYTHON) -m pytest -q -n \$$(JOBS) tests [$(JOBS)]"
+	@echo "  rsync-suite rsync's own local-copy tests, plain and through msrsync: $(PYTHON) tests/rsync_suite.py --jobs 2 \$$(RSYNC_SOURCE) [$(RSYNC_SOURCE)]"
 	@echo "  lint        pyflakes if installed, else byte-compile (and with Python 3.6 if found)"
 	@echo "  man         render $(MANPAGE); fails on any warning"
 	@echo "  install     install msrsync, its man page and bash and zsh completions under \$$(DESTDIR)\$$(PREFIX) [$(DESTDIR)$(PREFIX)]"
@@ -66,6 +70,10 @@ test:
 	  echo "$(PYTHON) -m pytest -q tests"; \
 	  $(PYTHON) -m pytest -q tests; \
 	fi
+
+rsync-suite:
+	@test -n "$(RSYNC_SOURCE)" || { echo "make rsync-suite: no rsync source tree (bash .ci/deps fetches one, or give RSYNC_SOURCE=DIR)" >&2; exit 1; }
+	$(PYTHON) tests/rsync_suite.py --jobs 2 $(RSYNC_SOURCE)
 
 lint:
 	@set -e; \
