@@ -55,10 +55,17 @@ def test_a_run_that_becomes_rsync_under_python(tmp_path, python, small_src):
     assert stderr_lines(cp)[0].startswith("msrsync: error: rsync rejects"), describe(cp)
 
 
-def test_refused_option_under_python(tmp_path, python, small_src):
-    cp = run_msrsync("--rsync", "-a --write-batch=x", small_src + b"/", tmp_path / "d", python=python)
-    assert cp.returncode == 4, describe(cp)
-    assert not os.path.exists(tmp_path / "d")
+def test_an_unsplittable_option_is_one_rsync_under_python(tmp_path, python, small_src):
+    """Batch mode cannot be split: one plain rsync writes the batch, with a note."""
+    batch = tmp_path / "x"
+    cp = run_msrsync("-p", "2", "--rsync", "-a --write-batch=%s" % batch, small_src + b"/",
+                     tmp_path / "d", python=python)
+    assert cp.returncode == 0, describe(cp)
+    assert [l.startswith("msrsync: note: ") for l in stderr_lines(cp)] == [True], describe(cp)
+    assert os.path.getsize(batch) > 0
+    o = run_rsync(small_src + b"/", tmp_path / "o", opts=["-a"])
+    assert o.returncode == 0, describe(o)
+    assert_same_tree(tmp_path / "o", tmp_path / "d")
 
 
 @pytest.mark.slow

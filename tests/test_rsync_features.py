@@ -338,11 +338,10 @@ def test_a_lone_src_replaces_a_nonempty_directory_with_delete_like_rsync(tmp_pat
                  rsync_opts=opts, prepare_dest=prepare)
 
 
-def test_force_with_overlapping_srcs_is_refused(tmp_path):
+def test_force_with_overlapping_srcs_is_one_rsync(tmp_path):
     """--force with SRCs that share a name in DEST: the SRCs are copied last first, and
     a later SRC's file x deleted the DEST directory x (and what only DEST had in it)
-    that rsync keeps from the first SRC. Refused with 4, DEST untouched; one rsync
-    (-p 1 without caps) runs it."""
+    that rsync keeps from the first SRC. So one plain rsync runs it, with a note."""
     opts = ["-a", "--force"]
     s1, s2 = tmp_path / "s1", tmp_path / "s2"
     build(s1, {"x/f": b"1\n"})
@@ -352,12 +351,14 @@ def test_force_with_overlapping_srcs_is_refused(tmp_path):
         build(dest, {"x/extra": b"mine\n"})
     for tree in (s1, s2, tmp_path / "d", tmp_path / "o"):
         age(tree, 10 ** 9, everything=True)
-    before = snapshot(tmp_path / "d")
     cp = run_msrsync("-p", "2", "-f", "1", "--rsync", " ".join(opts), *(srcs + [tmp_path / "d"]))
-    assert cp.returncode == 4, describe(cp)
+    assert cp.returncode == 0, describe(cp)
     lines = text(cp.stderr).splitlines()
-    assert len(lines) == 1 and "--force" in lines[0] and "not supported" in lines[0], describe(cp)
-    assert snapshot(tmp_path / "d") == before
+    assert len(lines) == 1 and "--force" in lines[0] and "one plain rsync" in lines[0], describe(cp)
+    o = run_rsync(*(srcs + [tmp_path / "o"]), opts=opts)
+    assert o.returncode == 0, describe(o)
+    assert_same_tree(tmp_path / "o", tmp_path / "d")
+    assert os.path.exists(tmp_path / "d" / "x" / "extra")
     # one rsync of the whole run is what rsync does
     o = run_rsync(*(srcs + [tmp_path / "o"]), opts=opts)
     cp = run_msrsync("-p", "1", "--rsync", " ".join(opts), *(srcs + [tmp_path / "d"]))
@@ -603,11 +604,12 @@ def test_relative_no_implied_dirs_makes_no_implied_dirs_for_a_pruned_src_like_rs
     assert made == (case == "something-sent")
 
 
-def test_relative_no_implied_dirs_with_different_implied_paths_is_refused(tmp_path):
+def test_relative_no_implied_dirs_with_different_implied_paths_is_one_rsync(tmp_path):
     src = tmp_path / "src"
     build(src, {"a/d/f": b"x\n", "b/c/e/f": b"x\n"}, mtime=1500000000)
-    cp = run_msrsync("-p", "2", "-f", "1", "--rsync", "-a -R --no-implied-dirs",
-                     os.fsencode(src) + b"/./a/d", os.fsencode(src) + b"/./b/c/e",
-                     tmp_path / "d")
-    assert cp.returncode == 4 and len(text(cp.stderr).splitlines()) == 1, describe(cp)
-    assert "not supported" in text(cp.stderr) and not os.path.exists(tmp_path / "d")
+    d = differential(tmp_path / "w", [os.fsencode(src) + b"/./a/d", os.fsencode(src) + b"/./b/c/e"],
+                     ["-p", "2", "-f", "1"], rsync_opts=["-a", "-R", "--no-implied-dirs"],
+                     compare=False)
+    _assert_same_but_run_time_mtimes(d)
+    lines = text(d.msrsync.stderr).splitlines()
+    assert len(lines) == 1 and "one plain rsync" in lines[0], describe(d.msrsync)

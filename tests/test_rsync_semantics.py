@@ -463,20 +463,19 @@ def test_hardlink_groups_match_rsync_for_src_without_slash_and_excluded_member(t
                                                             "--exclude=/src/d/L05"])
 
 
-def test_hardlinks_with_several_srcs_are_refused_by_name(tmp_path):
+def test_hardlinks_with_several_srcs_are_one_rsync_naming_it(tmp_path):
     """rsync -aH s1/ s2/ DEST links paths of one inode found under both sources;
-    one --files-from list has one base, so msrsync cannot make that exact yet and
-    refuses -H with several SRCs (exit 4, one line naming -H), creating nothing."""
+    one --files-from list has one base, so buckets cannot make that exact: one plain
+    rsync runs it, with one note naming -H, and DEST keeps the link."""
     s1 = age(build(tmp_path / "s1", {"a": "shared\n", "d/x": "x\n"}))
     s2 = build(tmp_path / "s2", {"c": "c\n"})
     build(s2, {"b": ("hardlink", os.path.join(s1, b"a"))})
     age(s2)
-    dest = tmp_path / "dest"
-    result = run_msrsync("-p", "2", "--rsync", "-aH", s1 + b"/", s2 + b"/", dest)
-    assert result.returncode == 4, describe(result)
-    lines = text(result.stderr).strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("msrsync: error:") and "-H" in lines[0]
-    assert not os.path.exists(dest)
+    d = differential(tmp_path / "w", [s1 + b"/", s2 + b"/"], ["-p", "2"], rsync_opts=["-aH"])
+    lines = text(d.msrsync.stderr).strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("msrsync: note:") and "-H" in lines[0]
+    assert os.stat(os.path.join(d.msrsync_dest, b"a")).st_ino == \
+        os.stat(os.path.join(d.msrsync_dest, b"b")).st_ino
 
 
 def test_hardlinks_without_H_are_separate_files_like_rsync(tmp_path):
@@ -723,15 +722,20 @@ def test_a_lone_empty_directory_is_dest_itself_like_rsync(tmp_path, opts, msr):
     differential(tmp_path / "w", [src], msr, rsync_opts=opts, ignore_root_mtime=False)
 
 
-def test_rules_merged_from_stdin_are_refused_by_name(tmp_path):
+def test_rules_merged_from_stdin_are_one_rsync_naming_them(tmp_path):
+    """rsync reads "merge -" from its stdin, which buckets cannot share: one plain
+    rsync of the command reads it, with a note, and leaves DEST as rsync does."""
     src = filter_tree(tmp_path / "src")
-    result = run_msrsync("--rsync", "-a --filter=._-", *(contents(src) + [tmp_path / "d"]),
-                         input=b"- *.o\n")
-    assert result.returncode == 4, describe(result)
+    result = run_msrsync("-p", "2", "--rsync", "-a --filter=._-",
+                         *(contents(src) + [tmp_path / "d"]), input=b"- *.o\n")
+    assert result.returncode == 0, describe(result)
     assert text(result.stderr).splitlines() == [
-        "msrsync: error: filter rule '._-': rules merged from stdin are not supported (put "
-        "them in a file, or use --exclude-from=-)"], describe(result)
-    assert not os.path.exists(str(tmp_path / "d"))
+        "msrsync: note: filter rule '._-': rules merged from stdin cannot be applied to "
+        "buckets (--exclude-from=- can): running one plain rsync"], describe(result)
+    oracle = run_rsync(*(contents(src) + [tmp_path / "o"]), opts=["-a", "--filter=._-"],
+                       input=b"- *.o\n")
+    assert oracle.returncode == 0, describe(oracle)
+    assert_same_tree(tmp_path / "o", tmp_path / "d")
 
 
 # ------------------------------------------------------------------ pass-through options
