@@ -68,6 +68,7 @@ NOT_LOCAL_COPY_TESTS = (
     ("*-tcp*", "a daemon over TCP"),
     ("proxy-*", "RSYNC_PROXY and a daemon connection"),
     ("xrsync", "the suite's own Python client of a daemon"),
+    ("proto-*", "a hand-made protocol peer (testsuite/rsync_proto.py)"),
     ("remote-*", "a remote shell: host:path"),
     ("rrsync*", "rrsync, the restricted remote-shell wrapper"),
 )
@@ -212,7 +213,7 @@ def value_options(tree):
 SHIM = r'''#!%(python)s -S
 # rsync for rsync's test suite: a local client copy goes through msrsync,
 # every other call to the real rsync.  Written by tests/rsync_suite.py.
-import json, os, shlex, subprocess, sys, time
+import json, os, shlex, signal, subprocess, sys, time
 
 REAL_RSYNC = %(real_rsync)r
 REAL_DIR = %(real_dir)r
@@ -223,6 +224,8 @@ LONG_WITH_VALUE = %(long_with_value)r
 SHORT_WITH_VALUE = %(short_with_value)r
 REAL_OPTIONS = %(real_options)r
 REAL_SHORT = %(real_short)r
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT,
+                     signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM)
 
 
 def split_command_line(args):
@@ -320,10 +323,12 @@ def main():
         why = "msrsync"
     else:
         argv, env = [REAL_RSYNC] + args, None
-    try:
-        code = subprocess.call(argv, env=env)
-    except KeyboardInterrupt:
-        code = 130
+    # The shim stands where rsync would: a signal a test sends it (SIGTERM
+    # to interrupt a transfer) goes on to what it runs.
+    child = subprocess.Popen(argv, env=env)
+    for signum in FORWARDED_SIGNALS:
+        signal.signal(signum, lambda signum, _: child.send_signal(signum))
+    code = child.wait()
     record = {"test": os.path.basename(os.environ.get("scratchdir", "")),
               "cwd": os.getcwd(), "argv": args, "route": why, "ran": argv,
               "exit": code, "seconds": round(time.time() - started, 3)}
@@ -332,8 +337,11 @@ def main():
         os.write(fd, (json.dumps(record) + "\n").encode())
     finally:
         os.close(fd)
-    # A child killed by a signal: exit as a shell reports it.
-    return code if code >= 0 else 128 - code
+    if code < 0:
+        # Killed by a signal: so is the shim, as the caller would see rsync.
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
 
 
 sys.exit(main())
