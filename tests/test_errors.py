@@ -3,6 +3,7 @@ nothing behind; and the failures of sources, destinations and workers."""
 
 import json
 import os
+import shlex
 import re
 import signal
 import sys
@@ -137,25 +138,11 @@ def test_bad_rsync_option_exits_1(tmp_path, small_tree, opts):
 # refused "until later issues implement them"; they are implemented now (see
 # test_rsync_features.py and test_rsync_semantics.py).
 REFUSED = [
-    # (the --rsync string, the names the message may use for the refused option)
-    ("-a -m -F", ["-m", "--prune-empty-dirs"]),
-    ("-a -m --files-from=x", ["-m", "--prune-empty-dirs"]),
-    ("-a --no-dirs --files-from=x", ["--no-dirs"]),
-    ("-a --old-dirs", ["--old-dirs"]),
-    ("-a --only-write-batch=x", ["--only-write-batch"]),
+    # (the --rsync string, the names the message may use for the refused option):
+    # options of rsync's own processes, never a copy's
     ("-a --daemon", ["--daemon"]),
     ("-a --sender", ["--sender"]),
-    ("-a --help", ["--help"]),
-    ("-a --no-relative --files-from=x", ["--no-relative"]),
-    ("-a --write-batch=x", ["--write-batch"]),
-    ("-a --read-batch=x", ["--read-batch"]),
-    ("-a --list-only", ["--list-only"]),
     ("-a --server", ["--server"]),
-    ("-a --version", ["--version"]),
-    ("-lpt", ["-r", "recurs"]),
-    ("-a --no-r", ["--no-r", "recurs"]),
-    ("-a --no-recursive", ["--no-recursive", "recurs"]),
-    ("-lptd", ["-d", "-r", "recurs"]),
 ]
 
 
@@ -166,6 +153,47 @@ def test_refused_rsync_option_exits_4_naming_it(tmp_path, small_tree, opts, name
     line = assert_one_error_line(cp, 4)
     assert any(n in line for n in names), "%r names none of %r" % (line, names)
     assert_same_tree(before, tmp_path)
+
+
+# What one rsync does and buckets cannot (SPEC.md once listed them as refused): msrsync
+# runs one plain rsync of the command, with a note naming why.
+ONE_RSYNC = [
+    ("-a -m -F", ["-m"]), ("-a -m --files-from=x", ["-m"]),
+    ("-a --no-dirs --files-from=x", ["--no-dirs", "--no-d"]), ("-a --old-dirs", ["--old-dirs"]),
+    ("-a --only-write-batch=x", ["--only-write-batch", "batch"]), ("-a --help", ["--help"]),
+    ("-a --no-relative --files-from=x", ["--no-relative", "--no-R"]),
+    ("-a --write-batch=x", ["--write-batch", "batch"]),
+    ("-a --read-batch=x", ["--read-batch", "batch"]), ("-a --list-only", ["--list-only"]),
+    ("-a --version", ["--version"]), ("-lpt", ["-r", "recurs"]),
+    ("-a --no-r", ["--no-r", "recurs"]), ("-a --no-recursive", ["--no-recursive", "recurs"]),
+    ("-lptd", ["-d", "-r", "recurs"]),
+]
+
+
+@pytest.mark.parametrize("opts,names", ONE_RSYNC, ids=[r[0] for r in ONE_RSYNC])
+def test_what_buckets_cannot_do_runs_as_one_plain_rsync(tmp_path, small_tree, opts, names):
+    """The exit code, stdout and DEST are those of one plain rsync of the same command
+    (run in a directory of its own, which holds the list "x"), and stderr starts with
+    one note naming the option."""
+    runs = {}
+    for side in ("rsync", "msrsync"):
+        cwd = tmp_path / side
+        cwd.mkdir()
+        (cwd / "x").write_bytes(b"a\n")
+        argv = shlex.split(opts) + [small_tree + b"/", "dest"]
+        runs[side] = (run_msrsync("-p", "2", "--rsync", opts, *argv[-2:], cwd=cwd)
+                      if side == "msrsync" else run_rsync(*argv, opts=[], cwd=cwd))
+    oracle, cp = runs["rsync"], runs["msrsync"]
+    assert cp.returncode == oracle.returncode, describe(cp) + describe(oracle)
+    lines = stderr_lines(cp)
+    assert lines and lines[0].startswith("msrsync: note: "), describe(cp)
+    assert "one plain rsync" in lines[0] and any(n in lines[0] for n in names), lines[0]
+    assert cp.stdout.replace(b"/msrsync/", b"/rsync/") == oracle.stdout, describe(cp)
+    for name in ("dest", "x", "x.sh"):
+        mine, theirs = tmp_path / "msrsync" / name, tmp_path / "rsync" / name
+        assert os.path.lexists(mine) == os.path.lexists(theirs), name
+        if name == "dest" and os.path.lexists(theirs):
+            assert_same_tree(theirs, mine, ignore_root_mtime=True)
 
 
 @pytest.mark.parametrize("where,code", [("both-remote", 1), ("mixed-srcs", 1),
