@@ -197,18 +197,16 @@ def test_what_buckets_cannot_do_runs_as_one_plain_rsync(tmp_path, small_tree, op
 
 
 @pytest.mark.parametrize("where,code", [("both-remote", 1), ("mixed-srcs", 1),
-                                        ("two-remote-srcs", 4), ("daemon-both", 1)])
+                                        ("daemon-both", 1)])
 def test_remote_path_combinations_rsync_refuses(tmp_path, small_tree, where, code):
-    """Remote ends work (tests/test_remote.py); what rsync itself refuses (both ends
-    remote, local and remote SRCs mixed: exit 1) and what msrsync does not do yet
-    (several remote SRCs: exit 4) fail with one line, before any connection."""
+    """Remote ends work (tests/test_remote.py, which also runs several remote SRCs as
+    one rsync); what rsync itself refuses (both ends remote, local and remote SRCs
+    mixed: exit 1) fails with one line, before any connection."""
     src, dest = [small_tree + b"/"], os.fsencode(tmp_path / "dest")
     if where == "both-remote":
         src, dest = [b"somehost:/tmp/x/"], b"otherhost:/tmp/y"
     elif where == "mixed-srcs":
         src = [small_tree + b"/", b"somehost:/tmp/x/"]
-    elif where == "two-remote-srcs":
-        src = [b"somehost:/tmp/x/", b"somehost:/tmp/y/"]
     else:
         src, dest = [b"rsync://somehost/module/"], b"somehost::module/x"
     before = _whole_dir(tmp_path)

@@ -767,34 +767,47 @@ def test_push_with_delete_to_a_module_that_refuses_it_like_rsync(tmp_path, rsync
     remote_differential(tmp_path / "copy", srcs, to_dest, OPTS, ["-p", "2", "-f", "2"])
 
 
-def test_a_files_from_list_on_the_remote_host_is_refused(tmp_path, sshd_server, tiny_src):
+def test_a_files_from_list_on_the_remote_host_is_one_rsync(tmp_path, sshd_server, tiny_src):
     """--files-from=:FILE and --files-from=HOST:FILE name a list rsync reads on the other
-    host; msrsync opened them as local paths (exit 1)."""
+    host (msrsync once opened them as local paths): one plain rsync runs it, with a
+    note, and DEST is what rsync makes of it."""
     listing = os.fsencode(tmp_path / "list")
+    name = sorted(n for n in os.listdir(tiny_src) if n[:1].isalnum() and
+                  os.path.isfile(os.path.join(tiny_src, n)))[0]
     with open(listing, "wb") as handle:
-        handle.write(b"a\n")
-    dest = os.fsencode(tmp_path / "dest")
-    for spec in (b":" + listing, b"127.0.0.1:" + listing):
-        cp = run_msrsync("-p", "2", "--rsync", rsync_opts_string(
-            ssh_opts(sshd_server, b"--files-from=" + spec)), with_slash(tiny_src),
-            sshd_server.remote(dest))
-        assert_one_error_line(cp, 4, "remote host")
-        assert not os.path.lexists(dest)
+        handle.write(name + b"\n")
+    for n, spec in enumerate((b":" + listing, b"127.0.0.1:" + listing)):
+        opts = ssh_opts(sshd_server, b"--files-from=" + spec)
+        dest, oracle = (os.fsencode(tmp_path / ("%s%d" % (side, n))) for side in ("d", "o"))
+        cp = run_msrsync("-p", "2", "--rsync", rsync_opts_string(opts), with_slash(tiny_src),
+                         sshd_server.remote(dest))
+        lines = stderr_lines(cp)
+        assert lines[0].startswith("msrsync: note: ") and "remote host" in lines[0], lines
+        o = run_rsync(with_slash(tiny_src), sshd_server.remote(oracle), opts=opts)
+        assert cp.returncode == o.returncode, describe(cp) + describe(o)
+        assert os.path.lexists(dest) == os.path.lexists(oracle)
+        if os.path.lexists(oracle):
+            assert_same_tree(oracle, dest, ignore_root_mtime=True)
 
 
-def test_a_shorthand_second_remote_src_is_refused(tmp_path, sshd_server, rsync_daemon,
-                                                  tiny_src):
+def test_a_shorthand_second_remote_src_is_one_rsync(tmp_path, sshd_server, rsync_daemon,
+                                                    tiny_src):
     """After a remote SRC, ":path" and "::module/path" are more SRCs of that host (rsync's
-    shorthand): several remote SRCs, refused with 4, not taken for local paths (1)."""
-    dest = os.fsencode(tmp_path / "dest")
+    shorthand), not local paths: several remote SRCs, which one plain rsync copies, with
+    a note; DEST is rsync's."""
     cases = [(ssh_opts(sshd_server), [sshd_server.remote(with_slash(tiny_src)),
                                       b":" + os.fsencode(tiny_src)]),
              (OPTS, [rsync_daemon.url(with_slash(tiny_src)),
                      b"::mod/" + rsync_daemon._rel(tiny_src)])]
-    for opts, srcs in cases:
+    for n, (opts, srcs) in enumerate(cases):
+        dest, oracle = (os.fsencode(tmp_path / ("%s%d" % (side, n))) for side in ("d", "o"))
         cp = run_msrsync("-p", "2", "--rsync", rsync_opts_string(opts), *(srcs + [dest]))
-        assert_one_error_line(cp, 4, "several remote")
-        assert not os.path.lexists(dest)
+        lines = stderr_lines(cp)
+        assert len(lines) == 1 and lines[0].startswith("msrsync: note: "), describe(cp)
+        assert "several remote" in lines[0], lines
+        o = run_rsync(*(srcs + [oracle]), opts=opts)
+        assert cp.returncode == o.returncode == 0, describe(cp) + describe(o)
+        assert_same_tree(oracle, dest)
 
 
 def test_pull_from_daemon_whose_listing_ends_in_23_like_rsync(tmp_path, rsync_daemon):

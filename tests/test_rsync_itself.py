@@ -143,7 +143,7 @@ def test_a_readahead_on_disk_keeps_it_supervising(tmp_path, logged_rsync):
 
 def test_bad_input_still_gets_msrsyncs_one_line(shm_dir):
     src = make_tree(os.path.join(shm_dir, "src"), "small", seed=2)
-    for args, code in [(["--rsync", "-a --no-such-option"], 1), (["--rsync", "-l"], 4)]:
+    for args, code in [(["--rsync", "-a --no-such-option"], 1), (["--rsync", "-a --server"], 4)]:
         m = run_msrsync(*(args + [src + b"/", os.path.join(shm_dir, "d")]))
         lines = stderr_lines(m)
         assert m.returncode == code and len(lines) == 1, (args, m.returncode, lines)
