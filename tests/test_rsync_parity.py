@@ -533,3 +533,75 @@ def test_merge_rule_inside_a_per_directory_file_is_applied_like_rsync(tmp_path):
     assert not os.path.lexists(os.path.join(run.oracle_dest, b"d/f03")), \
         "the set-up is not real: rsync copied d/f03"
     _assert_same_dest(run)
+
+
+# ---------------------------------------------------------------- merge files read in merge files
+
+@pytest.mark.parametrize("how", ["per-directory", "global"])
+def test_a_merge_file_that_merges_itself_stops_at_rsyncs_depth_limit(tmp_path, how):
+    """A merge file that names itself: rsync stops at its depth limit with one message
+    and exit 11; msrsync too, where it recursed without end (a per-directory file) or
+    refused the nesting."""
+    src = tmp_path / "s"
+    build(src, dict(("f%d" % i, "%d\n" % i) for i in range(6)))
+    rules = src / ".merge" if how == "per-directory" else tmp_path / "self.rules"
+    rules.write_text(". %s\n" % (".merge" if how == "per-directory" else rules))
+    age(src)
+    opts = ["-a", "--filter=: .merge" if how == "per-directory" else "--filter=. %s" % rules]
+    run = _parity(tmp_path, opts, [str(src) + "/"])
+    assert run.oracle.returncode == 11, describe(run.oracle)
+    assert b"merge-file include depth limit" in run.oracle.stderr, describe(run.oracle)
+    assert b"merge-file include depth limit" in run.msrsync.stderr, describe(run.msrsync)
+
+
+def test_a_merge_files_lines_are_not_echoed_in_its_error(tmp_path):
+    """A line of a merged file that is no rule: the error names the file, never shows
+    the line (whoever chooses the file merged would read its lines back), as rsync."""
+    src = tmp_path / "s"
+    build(src, {"f": "f\n"})
+    secret = "TOP-SECRET-PASSWORD-abc123"
+    (tmp_path / "rules").write_text(secret + "\n")
+    run = _parity(tmp_path, ["-r", "--filter=. %s" % (tmp_path / "rules")], [str(src) + "/"])
+    assert run.oracle.returncode != 0 and secret.encode() not in run.oracle.stderr
+    assert secret.encode() not in run.msrsync.stderr + run.msrsync.stdout, describe(run.msrsync)
+    assert b"rules" in run.msrsync.stderr, describe(run.msrsync)
+
+
+# ---------------------------------------------------------------- -R SRCs inside one another
+
+def test_relative_srcs_one_inside_the_other_delete_nothing_the_other_sends(tmp_path):
+    """-R --del with "down/3/deep" and "extra/./down/3/deep/added": the second SRC's file
+    lies inside the first's directory, so the first's deletion must not delete it (rsync's
+    one file list holds both); rsync deletes nothing."""
+    build(tmp_path / "src", dict(("down/3/deep/f%d" % i, "%d\n" % i) for i in range(6)))
+    build(tmp_path / "extra", {"down/3/deep/added": "added\n"})
+    age(tmp_path / "src")
+    age(tmp_path / "extra")
+    srcs = ["down/3/deep", str(tmp_path / "extra") + "/./down/3/deep/added"]
+    run = _parity(tmp_path, ["-aiR"], srcs, cwd=tmp_path / "src")
+    assert run.oracle.returncode == 0, describe(run.oracle)
+    run = _parity(tmp_path, ["-aiR", "--del"], srcs, cwd=tmp_path / "src")
+    assert run.oracle.returncode == 0 and b"deleting" not in run.oracle.stdout
+    assert b"deleting" not in run.msrsync.stdout, describe(run.msrsync)
+    assert os.path.lexists(os.path.join(run.msrsync_dest, b"down/3/deep/added"))
+    _assert_same_dest(run)
+
+
+# ---------------------------------------------------------------- a DEST msrsync makes
+
+def test_a_dest_msrsync_makes_is_itemized_as_rsync_itemizes_it(tmp_path):
+    """-ai into a DEST that does not exist: "created directory DEST" names it without the
+    trailing slash given, and DEST's own line is "cd+++++++++ ./", as rsync prints them
+    (msrsync makes DEST before its rsyncs start, which then saw it as existing)."""
+    src = tmp_path / "s"
+    _tree(src)
+    run = _parity(tmp_path, ["-ai"], [str(src) + "/"], dest_name="B/")
+    assert run.oracle.returncode == 0, describe(run.oracle)
+
+    def lines(cp):
+        return sorted(l.replace("/msrsync/", "/rsync/") for l in text(cp.stdout).splitlines())
+    oracle = lines(run.oracle)
+    assert "cd+++++++++ ./" in oracle and any(l.startswith("created directory ") and
+                                               not l.endswith("/") for l in oracle), oracle
+    assert lines(run.msrsync) == oracle
+    _assert_same_dest(run)
