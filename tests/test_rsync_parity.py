@@ -260,7 +260,7 @@ def test_relative_dot_slash_src_gives_dest_the_mtime_rsync_gives_it(tmp_path):
     src = tmp_path / "s"
     build(src, dict([("down/deep/f%d" % i, "%d\n" % i) for i in range(8)] +
                     [("down/deep/x/g%d" % i, "%d\n" % i) for i in range(8)] +
-                    [("beside", "not sent\n")]))
+                    [("beside", "not sent\n"), ("other/sub/f", "not sent either\n")]))
     age(src)
     os.utime(str(src), (T0 - 5000, T0 - 5000))
     run = _parity(tmp_path, ["-aR"], ["./down/deep"], cwd=src)
@@ -605,3 +605,78 @@ def test_a_dest_msrsync_makes_is_itemized_as_rsync_itemizes_it(tmp_path):
                                                not l.endswith("/") for l in oracle), oracle
     assert lines(run.msrsync) == oracle
     _assert_same_dest(run)
+
+
+# ---------------------------------------------------------------- deletion with other options
+
+def test_delete_with_remove_source_files_keeps_what_it_moved(tmp_path):
+    """--del --remove-source-files: rsync moves SRC's files into DEST and deletes only
+    what SRC never had; msrsync's deletion pass, after the copies, found the moved files
+    gone from SRC and deleted them from DEST too (their only copy)."""
+    src = tmp_path / "s"
+    build(src, dict([("f%d" % i, "%d\n" % i) for i in range(6)] +
+                    [("d/g%d" % i, "%d\n" % i) for i in range(6)]))
+    age(src)
+    copy = tmp_path / "src-copy"
+    assert run_rsync(str(src) + "/", str(copy), opts=["-a"]).returncode == 0
+
+    def prepare(dest):
+        build(dest, {"extra": "extra\n"})
+        if os.path.lexists(str(src)):
+            shutil.rmtree(str(src))
+        assert run_rsync(str(copy) + "/", str(src), opts=["-a"]).returncode == 0
+    oracle_src = tmp_path / "oracle-src"
+    prepare(tmp_path / "rsync" / "B")
+    oracle = run_rsync(str(src) + "/", str(tmp_path / "rsync" / "B"),
+                       opts=["-a", "--del", "--remove-source-files"])
+    os.rename(str(src), str(oracle_src))
+    prepare(tmp_path / "msrsync" / "B")
+    mine = run_msrsync(*(MSRSYNC_OPTS + ["--rsync", "-a --del --remove-source-files",
+                                         str(src) + "/", str(tmp_path / "msrsync" / "B")]))
+    assert oracle.returncode == 0 and mine.returncode == 0, describe(mine)
+    assert os.path.lexists(str(tmp_path / "rsync" / "B" / "f0")), "the set-up is not real"
+    assert_same_tree(tmp_path / "rsync" / "B", tmp_path / "msrsync" / "B",
+                     label_a="rsync", label_b="msrsync")
+    # (SRC's directories, emptied, have the time of each run)
+    assert_same_tree(*_mask_run_time_mtimes(snapshot(oracle_src), snapshot(src)),
+                     label_a="rsync's SRC", label_b="msrsync's SRC")
+
+
+def test_delete_removes_what_a_negated_directory_rule_hides(tmp_path):
+    """"-f 'show .filt*' -f 'hide,! */' --del": "! */" matches every non-directory, so
+    every file but .filt* is hidden from the sender and deleted at DEST, as rsync does;
+    msrsync read the negated directory-only rule as matching nothing."""
+    src = tmp_path / "s"
+    spec = {}
+    for d in ("", "foo/", "bar/baz/"):
+        spec.update(("%sf%d" % (d, i), "%d\n" % i) for i in range(4))
+        spec[d + ".filt"] = "- nothing\n"
+    build(src, spec)
+    age(src)
+    prepare = _copy_now(src, tmp_path / "before")
+    run = _parity(tmp_path, ["-a", "-f", "show .filt*", "-f", "hide,! */", "--del"],
+                  [str(src) + "/"], prepare=prepare)
+    assert run.oracle.returncode == 0, describe(run.oracle)
+    assert not os.path.lexists(os.path.join(run.oracle_dest, b"foo/f0")), "not real"
+    _assert_same_dest(run)
+
+
+# ---------------------------------------------------------------- -v into a new DEST
+
+@pytest.mark.parametrize("opts", [["-av"], ["-avn"], ["-ai"]], ids=lambda o: o[0])
+def test_a_new_dests_own_line_comes_first_and_once(tmp_path, opts):
+    """-v (-i) into a DEST that does not exist: "created directory DEST", then DEST's own
+    line ("./", "cd+++++++++ ./"), once each, first, as rsync prints them; msrsync's
+    buckets of a dry run each said they would create DEST, and DEST's line came late or
+    not at all."""
+    src = tmp_path / "s"
+    _tree(src)
+    run = _parity(tmp_path, opts, [str(src) + "/"])
+    assert run.oracle.returncode == 0, describe(run.oracle)
+
+    def head(cp):
+        lines = [l.replace("/msrsync/", "/rsync/") for l in text(cp.stdout).splitlines()
+                 if l and not l.startswith(("sending ", "building "))]
+        return lines[:2], sum(l.startswith("created directory") for l in lines)
+    assert head(run.msrsync) == head(run.oracle)
+    assert head(run.oracle)[1] == 1
