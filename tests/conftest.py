@@ -12,6 +12,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import helpers  # noqa: E402
 
 
+def pytest_collection_modifyitems(items):
+    """Slow tests first: pytest-xdist hands tests out in this order, and the
+    longest (rsync's own test suite, minutes) then runs beside the many short
+    ones instead of alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than a couple of seconds")
     config.addinivalue_line("markers", "nonroot: runs msrsync as an unprivileged user")

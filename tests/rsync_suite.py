@@ -84,6 +84,8 @@ ALLOWED_DIFFERENCES = {
     "itemize": "item lines come in the order the parallel rsyncs print them",
 }
 
+# A unified diff's hunk header: "@@ -start[,count] +start[,count] @@".
+HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 # The per-test outcomes both runners print ("PASS    name").
 OUTCOME_LINE = re.compile(r"^(PASS|FAIL|SKIP|XFAIL|ERROR)\s+(\S+)", re.MULTILINE)
 
@@ -540,18 +542,34 @@ def skip_reason(outcome):
 
 
 def only_order_differs(log):
-    """Whether a test's log shows diffs that move lines and change none: the
-    lines a diff removes are, with their counts, the lines it adds, and
-    no tree differs ("Only in")."""
+    """Whether a test's log shows unified diffs that move lines and change
+    none: in each hunk, the lines removed are, with their counts, the lines
+    added; at least one hunk, and no tree differs ("Only in")."""
     removed, added = collections.Counter(), collections.Counter()
-    for line in log.splitlines():
-        if line.startswith(("---", "+++", "@@")):
+    lines = log.splitlines()
+    hunks = 0
+    i = 0
+    while i < len(lines):
+        match = HUNK.match(lines[i])
+        i += 1
+        if match is None:
             continue
-        if line.startswith("-"):
-            removed[line[1:]] += 1
-        elif line.startswith("+"):
-            added[line[1:]] += 1
-    return bool(removed) and removed == added and "Only in " not in log
+        hunks += 1
+        old, new = (int(n) if n else 1 for n in match.groups())
+        while (old > 0 or new > 0) and i < len(lines):
+            line = lines[i]
+            i += 1
+            if line.startswith("-"):
+                removed[line[1:]] += 1
+                old -= 1
+            elif line.startswith("+"):
+                added[line[1:]] += 1
+                new -= 1
+            elif line.startswith(" ") or not line:
+                old, new = old - 1, new - 1
+            else:
+                break           # ("\\ No newline at end of file" and the like)
+    return hunks > 0 and removed == added and "Only in " not in log
 
 
 def report(plain, through, work_dir, lines, say):

@@ -680,3 +680,28 @@ def test_a_new_dests_own_line_comes_first_and_once(tmp_path, opts):
         return lines[:2], sum(l.startswith("created directory") for l in lines)
     assert head(run.msrsync) == head(run.oracle)
     assert head(run.oracle)[1] == 1
+
+
+# ---------------------------------------------------------------- -H beyond regular files
+
+@needs_root
+def test_hard_linked_devices_fifos_and_symlinks_stay_linked(tmp_path):
+    """-aH: rsync keeps the hard links of devices, fifos and symlinks too (Linux links
+    them all); msrsync grouped regular files only, and made the others apart."""
+    src = tmp_path / "s"
+    build(src, dict(("d/f%d" % i, "%d\n" % i) for i in range(6)))
+    os.mknod(str(src / "blk"), stat.S_IFBLK | 0o600, os.makedev(1, 2))
+    os.link(str(src / "blk"), str(src / "d" / "blk2"))
+    os.mkfifo(str(src / "ff"))
+    os.link(str(src / "ff"), str(src / "d" / "ff2"))
+    os.symlink("target", str(src / "sl"))
+    os.link(str(src / "sl"), str(src / "d" / "sl2"), follow_symlinks=False)
+    age(src)
+    run = _parity(tmp_path, ["-aH"], [str(src) + "/"])
+    assert run.oracle.returncode == 0, describe(run.oracle)
+    for a, b in ((b"blk", b"d/blk2"), (b"ff", b"d/ff2"), (b"sl", b"d/sl2")):
+        assert os.lstat(os.path.join(run.oracle_dest, a)).st_ino == \
+            os.lstat(os.path.join(run.oracle_dest, b)).st_ino, "the set-up is not real"
+        assert os.lstat(os.path.join(run.msrsync_dest, a)).st_ino == \
+            os.lstat(os.path.join(run.msrsync_dest, b)).st_ino, (a, b)
+    _assert_same_dest(run)
