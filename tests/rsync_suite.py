@@ -82,6 +82,8 @@ ALLOWED_DIFFERENCES = {
     "delete": "the deletions --del -n prints come in the order the parallel rsyncs "
               "print them",
     "itemize": "item lines come in the order the parallel rsyncs print them",
+    "exclude": "the item lines of its -aiiO --update run come in the order the parallel "
+               "rsyncs print them",
 }
 
 # A unified diff's hunk header: "@@ -start[,count] +start[,count] @@".
