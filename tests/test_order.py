@@ -286,14 +286,17 @@ def test_one_worker_runs_the_largest_pending_bucket_first(tmp_path):
     bucket_dir = os.path.join(os.fsencode(buckets), os.fsencode(run_dir))
     numbers = [int(os.path.basename(line)[:6]) for line in runs.read_bytes().split()]
     assert len(numbers) == len(set(numbers)) >= 15, numbers
+    sizes = dict((n, _listed_size(src, bucket_dir, n)) for n in numbers)
+    assert len([n for n in numbers if sizes[n] >= 100000]) == 3, sizes
+    # the held first run is whichever bucket was largest when the worker got free: on a
+    # loaded machine the scan may be over by then and it is a big one
     rest = numbers[1:]
-    sizes = dict((n, _listed_size(src, bucket_dir, n)) for n in rest)
     big = [n for n in rest if sizes[n] >= 100000]
-    assert len(big) == 3, sizes
+    assert big, (numbers, sizes)
     # the big files were cut after small buckets: in cut order they would run later
     assert min(rest) < min(big), (numbers, sizes)
     assert rest == sorted(rest, key=lambda n: (-sizes[n], n)), (numbers, sizes)
-    assert rest[:3] == sorted(big, key=lambda n: -sizes[n]), (numbers, sizes)
+    assert rest[:len(big)] == sorted(big, key=lambda n: -sizes[n]), (numbers, sizes)
 
 
 # --------------------------------------------------------------------------- remove_debris
