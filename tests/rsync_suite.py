@@ -84,6 +84,10 @@ ALLOWED_DIFFERENCES = {
     "itemize": "item lines come in the order the parallel rsyncs print them",
     "exclude": "the item lines of its -aiiO --update run come in the order the parallel "
                "rsyncs print them",
+    "devices": "the item lines of its -aiHvv run come in the order the parallel rsyncs "
+               "print them",
+    "devices-fake": "the item lines of its -aiHvv run come in the order the parallel "
+                    "rsyncs print them",
 }
 
 # A unified diff's hunk header: "@@ -start[,count] +start[,count] @@".

@@ -705,3 +705,114 @@ def test_hard_linked_devices_fifos_and_symlinks_stay_linked(tmp_path):
         assert os.lstat(os.path.join(run.msrsync_dest, a)).st_ino == \
             os.lstat(os.path.join(run.msrsync_dest, b)).st_ino, (a, b)
     _assert_same_dest(run)
+
+
+# ---------------------------------------------------------------- -vv
+
+def test_very_verbose_prints_no_heap_statistics_rsync_does_not_print(tmp_path):
+    """-avv: one rsync prints its file lines, no heap statistics and no filter line of a
+    rule the user did not give; msrsync gave each bucket --stats for its own summary,
+    which with -vv is rsync's third stats level, and every rsync (sender, generator,
+    receiver of every bucket) printed its heap; its directory pass said "hiding file"
+    of every file at the top ("top"), which its own "- *" hides."""
+    src = tmp_path / "s"
+    _tree(src)
+    run = _parity(tmp_path, ["-avv"], [str(src) + "/"])
+    assert run.oracle.returncode == 0, describe(run.oracle)
+    for word in (b"heap statistics", b"hiding"):
+        assert word not in run.oracle.stdout + run.oracle.stderr, "not real"
+        assert word not in run.msrsync.stdout + run.msrsync.stderr, describe(run.msrsync)
+
+    def files(cp):
+        return sorted(l for l in text(cp.stdout).splitlines() if l.endswith(" is uptodate")
+                      or re.match(r"^[\w.-]+(/[\w.-]+)*/?$", l))
+    assert files(run.msrsync) == files(run.oracle)
+    _assert_same_dest(run)
+
+
+# ---------------------------------------------------------------- -vv's filter traces
+
+def _trace_lines(cp):
+    return sorted(l for l in text(cp.stdout).splitlines() if l.startswith("[sender] "))
+
+
+@pytest.mark.parametrize("opts", [["-r", "-vv", "--exclude=*.o", "--exclude=skip/"],
+                                  ["-r", "-F", "-vv", "--exclude=*.o"],
+                                  ["-r", "--debug=filter", "--include=keep.o", "-f", "- *.o"]],
+                         ids=["global", "per-dir", "debug"])
+def test_filter_traces_name_each_verdict_once_as_rsync_does(tmp_path, opts):
+    """-vv (--debug=filter): rsync's sender says "hiding file X because of pattern P" once
+    for each entry a rule excludes ("showing" for an include), a per-directory file's rule
+    by where it came from; msrsync's buckets said it only of what their lists held (the
+    scanner had left the excluded names out) or once per rsync that walked a subtree."""
+    src = tmp_path / "s"
+    spec = {"keep.o": "k\n", "skip/x": "x\n", ".rsync-filter": "- secret-[n]ame\n- drop/\n"}
+    for d in ("", "a/", "a/b/", "c/"):
+        spec.update(("%sf%d" % (d, i), "%d\n" % i) for i in range(4))
+        spec[d + "obj.o"] = "o\n"
+        spec[d + "secret-name"] = "s\n"
+        spec[d + "drop/f"] = "d\n"
+    build(src, spec)
+    age(src)
+    run = _parity(tmp_path, opts, [str(src) + "/"])
+    assert run.oracle.returncode == 0, describe(run.oracle)
+    oracle = _trace_lines(run.oracle)
+    assert len(oracle) >= 4, describe(run.oracle)
+    assert _trace_lines(run.msrsync) == oracle, describe(run.msrsync)
+    if "-F" in opts:
+        assert not any("secret-[n]ame" in l for l in oracle), oracle
+    _assert_same_dest(run)
+
+
+# ---------------------------------------------------------------- rules rsync rejects
+
+def test_a_dir_merge_rule_inside_the_top_per_directory_file_runs_as_rsync_runs(tmp_path):
+    """-F with ": ../other" in SRC's own .rsync-filter: a per-directory file named inside
+    another, which buckets cannot apply; found before anything runs, it is one plain rsync
+    (which here rejects the file it names, exit 1, saying where, not what); msrsync
+    refused it with exit 4."""
+    src = tmp_path / "s"
+    _tree(src)
+    (tmp_path / "other").write_text("TOP-SECRET line\n")
+    (src / ".rsync-filter").write_text(": ../other\n")
+    run = _parity(tmp_path, ["-r", "-F"], [str(src) + "/"])
+    assert run.oracle.returncode == 1, describe(run.oracle)
+    assert b"TOP-SECRET" not in run.msrsync.stdout + run.msrsync.stderr
+    assert b"running one plain rsync" in run.msrsync.stderr, describe(run.msrsync)
+    oracle_lines = [l for l in text(run.oracle.stderr).splitlines() if "rule" in l]
+    assert oracle_lines and all(l in text(run.msrsync.stderr) for l in oracle_lines)
+
+
+def test_a_bad_line_of_a_merge_file_is_located_never_echoed(tmp_path):
+    """A merge file named by an option whose line 2 rsync cannot parse: exit 1 as rsync,
+    one line that says "FILE line 2" and never the line's text; a file named inside that
+    file is not named either (its name is the first file's text), but the line that
+    named it is.  msrsync echoed no line either, but named neither line nor the file
+    the bad line was in."""
+    src = tmp_path / "s"
+    _tree(src)
+    rules, outer, inner = tmp_path / "rules", tmp_path / "outer", tmp_path / "inner-SECRET"
+    rules.write_text("- *.tmp\nZbad SECRET-TEXT\n")
+    outer.write_text("- *.tmp\n\n. %s\n" % inner)
+    inner.write_text("Zbad SECRET-TEXT\n")
+    for merge, where in ((rules, b"%s line 2" % os.fsencode(rules)),
+                         (outer, b"a file named at %s line 3" % os.fsencode(outer))):
+        run = _parity(tmp_path, ["-r", "--filter=. %s" % merge], [str(src) + "/"])
+        assert run.oracle.returncode == 1
+        lines = run.msrsync.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(b"msrsync: error:"), describe(run.msrsync)
+        assert b"SECRET" not in lines[0] and where in lines[0], describe(run.msrsync)
+        assert not os.path.lexists(run.msrsync_dest)
+
+
+def test_an_over_long_rule_is_dropped_with_rsyncs_message(tmp_path):
+    """A --filter pattern of 4096 bytes or more: rsync drops it, says so on stderr and
+    copies everything (exit 0); msrsync said nothing (only its buckets' logs did)."""
+    src = tmp_path / "s"
+    _tree(src)
+    rule = "- LONG" + "Q" * 4200
+    run = _parity(tmp_path, ["-r", "--filter=" + rule], [str(src) + "/"])
+    assert run.oracle.returncode == 0
+    assert b"discarding over-long filter" in run.oracle.stderr, "not real"
+    assert run.msrsync.stderr.count(b"discarding over-long filter") == 1, describe(run.msrsync)
+    _assert_same_dest(run)

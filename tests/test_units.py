@@ -376,7 +376,7 @@ def _settings(max_entries, dest=None):
         caps=m.Caps(max_entries, 1 << 40), filters=None, follow=None, copy_unsafe=False,
         one_file_system=0, prune=False, dest=dest, remote_dest=False, delete_after=False,
         list_all_dirs=False, links=False, dir_times=False, dir_seen=False,
-        skip_units=None, skip_dir=None, observe=None)
+        skip_units=None, skip_dir=None, observe=None, traces=False, redact_traces=False)
 
 
 class _Sink(m.ScanSink):
@@ -527,7 +527,8 @@ def _commands(rsync_text, processes=4, slot_options=lambda slot: []):
         remote={}, remote_dest=False, missing=(), sources=[source], single=False,
         whole=False, dest=b"/dst/", created=False, created_dest=False, bucket_dir=b"/b",
         processes=processes, scan_only=False, fix_dir_perms=False,
-        item_format=options.item_format(), out_format="%i", overlap=False)
+        item_format=options.item_format(), out_format="%i", overlap=False,
+        filter_traces=False)
     return m.BucketCommands(settings, slot_options), source
 
 
