@@ -6,12 +6,13 @@ import os
 import shlex
 import re
 import signal
+import subprocess
 import sys
 
 import pytest
 
-from helpers import (NOBODY, assert_same_tree, chown_tree, describe, differential, make_tree,
-                     rsync_processes_mentioning, run_msrsync, run_rsync, snapshot,
+from helpers import (NOBODY, assert_same_tree, build, chown_tree, describe, differential,
+                     make_tree, rsync_processes_mentioning, run_msrsync, run_rsync, snapshot,
                      start_msrsync, stderr_lines, text, wait_for)
 
 
@@ -518,3 +519,49 @@ def test_ignore_missing_args_skips_missing_srcs_like_rsync(tmp_path, extra):
     assert os.path.exists(str(tmp_path / "oracle")) == os.path.exists(str(tmp_path / "dest"))
     if extra:
         assert_same_tree(tmp_path / "oracle", tmp_path / "dest", ignore_root_mtime=True)
+
+
+# ---------------------------------------------------------------- output files proven writable
+
+def _unwritable_place(kind, tmp_path):
+    """A FILE that cannot be written, of one kind; (path, undo)."""
+    if kind == "proc":
+        return "/proc/msrsync-test.out", lambda: None
+    if kind == "missing-dir":
+        return str(tmp_path / "no-such-dir" / "out"), lambda: None
+    if kind == "under-a-file":
+        (tmp_path / "plain").write_text("x\n")
+        return str(tmp_path / "plain" / "out"), lambda: None
+    if kind == "a-directory":
+        (tmp_path / "adir").mkdir()
+        return str(tmp_path / "adir"), lambda: None
+    frozen = tmp_path / "frozen"
+    frozen.mkdir()
+    if subprocess.call(["chattr", "+i", str(frozen)], stderr=subprocess.DEVNULL) != 0:
+        pytest.skip("chattr +i does not work here")
+    return str(frozen / "out"), lambda: subprocess.call(["chattr", "-i", str(frozen)])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root: /proc and chattr +i refuse root too")
+@pytest.mark.parametrize("option", ["--json", "--status-file", "--metrics", "--html"])
+@pytest.mark.parametrize("kind", ["proc", "immutable-dir", "missing-dir", "under-a-file",
+                                  "a-directory"])
+def test_an_output_file_that_cannot_be_written_is_exit_11_before_anything_is_copied(
+        tmp_path, option, kind):
+    """Each report file: one error line, status 11, nothing copied, DEST not made, even
+    as root, whom the permission bits let write /proc or an immutable directory
+    (msrsync asked access(2), copied everything and only warned at the end)."""
+    src = tmp_path / "src"
+    build(src, {"a/f": "f\n", "g": "g\n"})
+    dest = tmp_path / "dest"
+    path, undo = _unwritable_place(kind, tmp_path)
+    try:
+        extra = ["--survey"] if option == "--html" else ["-p", "2"]
+        cp = run_msrsync(*(extra + [option, path, str(src) + "/", str(dest)]))
+    finally:
+        undo()
+    assert cp.returncode == 11, describe(cp)
+    lines = cp.stderr.decode("utf-8", "replace").strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("msrsync: error: %s " % option), describe(cp)
+    assert not os.path.lexists(str(dest)), describe(cp)
+    assert not os.path.lexists("/proc/msrsync-test.out")
