@@ -713,3 +713,62 @@ def test_code_cache_directory_that_is_a_symlink_to_another_users_is_not_run(
     attacker(PLANT_CACHE, theirs, program.cache_name, program.payload(marker).hex())
     os.symlink(theirs, os.path.join(home, ".cache", "msrsync"))
     assert_not_run(program.version(home), marker)
+
+
+# --------------------------------------------------------------------------- names on root's terminal
+
+# Every byte a name may hold that moves a terminal's cursor, retitles or clears it, or
+# forges a line: C0 but tab (NUL and "/" cannot be in a name), DEL, and the C1 bytes
+# as UTF-8 (U+0080-U+009F: \xc2\x80 to \xc2\x9f), plus a byte that is not UTF-8.
+HOSTILE_BYTES = ([bytes([b]) for b in range(1, 32) if b not in (9,)] + [b"\x7f"] +
+                 [b"\xc2" + bytes([b]) for b in range(0x80, 0xa0)] + [b"\xff"])
+
+PLANT_HOSTILE = r"""
+import os, sys
+root = sys.argv[1].encode()
+for i, raw in enumerate(sys.argv[2:]):
+    byte = bytes.fromhex(raw)
+    d = os.path.join(root, b"d%02d" % i + byte + b"x")
+    os.makedirs(d)
+    with open(os.path.join(d, b"f" + byte + b"y"), "wb") as f:
+        f.write(b"z" * (10000 if byte in (b"\r", b"\x1b") else 100 + i))
+    if i == 0:
+        os.symlink(b"/nonexistent", os.path.join(root, b"dangling" + byte))
+        os.symlink(b"/etc/passwd", os.path.join(root, b".rsync-filter"))
+"""
+
+
+def _raw_control_bytes(data):
+    """The hostile bytes found in output, raw (each one a forged line or an escape)."""
+    found = set()
+    for raw in HOSTILE_BYTES:
+        if raw == b"\n":
+            continue        # lines are split on it: counted by the name test below
+        if raw in data:
+            found.add(raw)
+    return found
+
+
+def test_names_with_control_bytes_reach_roots_terminal_escaped(shared, attacker):
+    """nobody makes files and directories whose names hold every control byte, DEL and
+    C1 byte, a dangling symlink and a .rsync-filter that is its symlink; root's
+    --survey table, its warnings and a -F copy's "refusing to follow" line write each
+    such byte as rsync does, \\#ooo, never raw (a CR forged a line in root's report, an
+    ESC retitled or cleared its terminal)."""
+    src = os.path.join(shared, "src")
+    os.mkdir(src)
+    os.chmod(src, 0o777)
+    attacker(PLANT_HOSTILE, src, *[b.hex() for b in HOSTILE_BYTES])
+    assert any(b"\x1b" in n for n in os.listdir(os.fsencode(src))), "not real"
+    survey = msrsync("--survey", src + "/")
+    assert survey.returncode == 0, describe(survey)
+    out = survey.stdout + survey.stderr
+    assert _raw_control_bytes(out) == set(), describe(survey)
+    assert b"\\#033" in out and b"\\#015" in out and b"\\#302\\#233" in out, describe(survey)
+    # a name holding a newline is still one line of the table
+    assert not any(l.startswith(b"x/f") for l in out.splitlines()), describe(survey)
+    dest = os.path.join(shared, "dest")
+    copy = msrsync("-p", "2", "--rsync", "-rlF", src + "/", dest)
+    out = copy.stdout + copy.stderr
+    assert b"refusing to follow" in out, describe(copy)
+    assert _raw_control_bytes(out) == set(), describe(copy)

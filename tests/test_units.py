@@ -113,8 +113,20 @@ def test_human_size(value, expected):
 
 
 def test_show_path_never_fails_on_bytes():
-    assert m.show_path(b"\xff\xfe x") == "\\xff\\xfe x"
+    assert m.show_path(b"\xff\xfe x") == "\\#377\\#376 x"
     assert m.show_path(u"\u00e9".encode("utf-8")) == u"\u00e9"
+
+
+def test_show_path_escapes_every_control_byte_as_rsync_writes_it():
+    """C0 but tab, DEL, C1 (as UTF-8), bytes not UTF-8 and a backslash that would read
+    as an escape: \\#ooo of each byte; text passes as it is."""
+    for byte in list(range(1, 9)) + list(range(10, 32)) + [127]:
+        assert m.show_path(b"a" + bytes([byte]) + b"b") == "a\\#%03ob" % byte
+    for byte in range(0x80, 0xa0):
+        assert m.show_path(b"\xc2" + bytes([byte])) == "\\#302\\#%03o" % byte
+    assert m.show_path("\x1b[2J") == "\\#033[2J"
+    assert m.show_path(b"a\tb \\#123 \\x") == "a\tb \\#134#123 \\x"
+    assert m.path_text(b"\xff\x1b") == "\\xff\x1b"
 
 
 # ------------------------------------------------------------------ rsync options
