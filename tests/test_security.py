@@ -772,3 +772,62 @@ def test_names_with_control_bytes_reach_roots_terminal_escaped(shared, attacker)
     out = copy.stdout + copy.stderr
     assert b"refusing to follow" in out, describe(copy)
     assert _raw_control_bytes(out) == set(), describe(copy)
+
+
+# --------------------------------------------------------------------------- Pythons msrsync starts
+
+PLANT_PYTHON_HOOKS = r"""
+import os, sys
+home, marker = sys.argv[1], sys.argv[2]
+hook = "import os; open(%r + '.' + str(os.getpid()), 'w').write('ran')\n" % marker
+for minor in range(6, 15):
+    site = os.path.join(home, ".local", "lib", "python3.%d" % minor, "site-packages")
+    os.makedirs(site)
+    with open(os.path.join(site, "evil.pth"), "w") as f:
+        f.write(hook)
+    for name in ("sitecustomize.py", "usercustomize.py"):
+        with open(os.path.join(site, name), "w") as f:
+            f.write(hook)
+os.makedirs(os.path.join(home, "path"))
+with open(os.path.join(home, "path", "sitecustomize.py"), "w") as f:
+    f.write(hook)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("what", ["--selftest", "--bench"])
+def test_selftest_and_bench_run_no_code_of_an_inherited_home_or_tmpdir(tmp_path, shared,
+                                                                       attacker, what,
+                                                                       page_cache_lock):
+    """Root runs the program with the HOME, PYTHONPATH and TMPDIR of nobody (sudo -E):
+    nobody's user site holds a .pth hook, sitecustomize.py and usercustomize.py, its
+    PYTHONPATH a sitecustomize.py, its TMPDIR is its own 0777 directory.  None of that
+    code runs in any Python msrsync starts (its self-test's and benchmark's msrsyncs ran
+    it, 33 times), and the self-test passes, working in /tmp, with one line that says
+    why (it failed: its runs refused nobody's TMPDIR).  (page_cache_lock: as root the
+    benchmark drops the page cache.)"""
+    home = os.path.join(shared, "home")
+    tmpdir = os.path.join(shared, "tmp")
+    attacker("import os, sys; os.mkdir(sys.argv[1]); os.mkdir(sys.argv[2]); "
+             "os.chmod(sys.argv[2], 0o777)", home, tmpdir)
+    marker = os.path.join(str(tmp_path), "ran")
+    os.chmod(str(tmp_path), 0o777)
+    attacker(PLANT_PYTHON_HOOKS, home, marker)
+    env = dict(os.environ, HOME=home, TMPDIR=tmpdir, PYTHONPATH=os.path.join(home, "path"),
+               XDG_CACHE_HOME=str(tmp_path / "cache"))
+    # the control: a plain Python of root's with that environment runs the hooks
+    subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+    assert any(n.startswith("ran.") for n in os.listdir(str(tmp_path))), "not real"
+    for name in os.listdir(str(tmp_path)):
+        if name.startswith("ran."):
+            os.unlink(os.path.join(str(tmp_path), name))
+    argv = [MSRSYNC, what] + (["--bench-entries", "2000"] if what == "--bench" else [])
+    cp = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        stdin=subprocess.DEVNULL, env=env, timeout=400)
+    assert cp.returncode == 0, describe(cp)
+    ran = [n for n in os.listdir(str(tmp_path)) if n.startswith("ran.")]
+    assert ran == [], "%d Pythons ran nobody's code\n%s" % (len(ran), describe(cp))
+    assert b"not ok" not in cp.stdout, describe(cp)
+    notes = stderr_lines(cp)
+    assert len(notes) == 1 and "working in /tmp instead" in notes[0], describe(cp)
+    assert os.listdir(tmpdir) == []
