@@ -730,6 +730,17 @@ def test_very_verbose_prints_no_heap_statistics_rsync_does_not_print(tmp_path):
     _assert_same_dest(run)
 
 
+def test_info_stats3_asked_for_still_prints_heap_statistics(tmp_path):
+    """--info=stats3: rsync prints its heap statistics; msrsync's own --info=stats2,
+    given after the user's options, turned them off."""
+    src = tmp_path / "s"
+    _tree(src)
+    run = _parity(tmp_path, ["-r", "--info=stats3"], [str(src) + "/"])
+    assert b"heap statistics" in run.oracle.stdout + run.oracle.stderr, "not real"
+    assert b"heap statistics" in run.msrsync.stdout + run.msrsync.stderr, describe(run.msrsync)
+    _assert_same_dest(run)
+
+
 # ---------------------------------------------------------------- -vv's filter traces
 
 def _trace_lines(cp):
