@@ -42,6 +42,7 @@ DEB_FILES = {
     "/usr/share/doc/msrsync/changelog.gz": NEWS,
     "/usr/share/doc/msrsync/changelog.Debian.gz": None,     # made from NEWS.md
     "/usr/share/doc/msrsync/copyright": None,               # Debian's form of LICENSE
+    "/usr/share/lintian/overrides/msrsync": None,           # tags that do not apply
 }
 RPM_FILES = {
     "/usr/bin/msrsync": MSRSYNC,
@@ -203,6 +204,42 @@ def test_deb_changelog_entry_is_the_newest_news_section(deb, tmp_path):
                                       else "unstable")
     assert fields["Urgency"] == "medium"
     assert "\n  * %s\n" % first_item in fields["Changes"], fields["Changes"][:600]
+
+
+def test_lintian_reports_no_error_nor_warning_on_the_deb(deb):
+    """Debian's own checker on the .deb: nothing at error or warning level (the sh
+    header of the program failed sh -n; the copyright file had no notice), the tags
+    that do not apply overridden in the package, each with its reason."""
+    if not shutil.which("lintian"):
+        pytest.skip("needs lintian (.ci/deps installs it)")
+    cp = run_cmd(["lintian", "--fail-on", "error,warning", deb], timeout=300)
+    tags = [l for l in text(cp.stdout).splitlines() if re.match(r"^[EW]: ", l)]
+    assert cp.returncode == 0 and tags == [], describe(cp)
+    overrides = deb_members(deb)[1]["/usr/share/lintian/overrides/msrsync"].decode()
+    lines = overrides.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("msrsync: "):
+            assert i and lines[i - 1].startswith("# "), "an override without its reason"
+
+
+def test_rpmlint_reports_no_error_nor_warning_on_the_rpms(rpm):
+    """rpmlint on the binary and source RPMs, with the project's configuration (Fedora's
+    choices where rpmlint's defaults are another distribution's, and the tags that do
+    not apply, each with its reason): no error, no warning."""
+    if not shutil.which("rpmlint"):
+        pytest.skip("needs rpmlint (.ci/deps installs it)")
+    config = os.path.join(PROJECT_DIR, ".ci", "rpmlint.toml")
+    rpms = sorted(glob.glob(os.path.join(os.path.dirname(rpm), "*.rpm")))
+    assert len(rpms) == 2, rpms
+    cp = run_cmd(["rpmlint", "-c", config] + rpms, timeout=300)
+    assert cp.returncode == 0, describe(cp)
+    assert re.search(rb"\b0 errors, 0 warnings\b", cp.stdout), describe(cp)
+    with open(config) as handle:
+        lines = handle.read().splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r'^\s+"', line):
+            assert lines[i - 1].strip().startswith("#") or lines[i - 1].strip().startswith('"'), \
+                "a filter without its reason: %s" % line
 
 
 def rpm_query(rpm, *args):
