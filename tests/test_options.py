@@ -538,10 +538,17 @@ def test_rsync_stats_prints_aggregated_rsync_figures(tmp_path, weird_src):
 def test_bench_with_few_entries_exits_0(private_tmpdir, page_cache_lock):
     # (page_cache_lock: as root the bench drops the page cache, which a test
     # run at the same time may need: test_readahead)
-    cp = run_msrsync("-e", "--bench-entries", "2000", timeout=240)
+    cp = run_msrsync("-e", "--bench-entries", "2000", "--bench-reps", "2", timeout=240)
     assert cp.returncode == 0, describe(cp)
     assert b"Traceback" not in cp.stderr
-    assert b"took" in cp.stdout
+    lines = text(cp.stdout).splitlines()
+    took = [l for l in lines if " took " in l]
+    # each configuration: its median, spread, speed-up and what bound it
+    assert len(took) == 6 and all(re.search(r" took [\d.]+ s \(median; [\d.]+-[\d.]+ s\), "
+                                            r"x[\d.]+ of rsync, [\d.]+ cores busy", l)
+                                  for l in took), lines
+    assert "each run 2 times, interleaved" in lines[0], lines
+    assert sum(l.startswith("fastest: msrsync --processes ") for l in lines) == 1, lines
     assert os.listdir(private_tmpdir) == [], "the benchmark left its tree behind"
 
 

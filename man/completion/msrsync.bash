@@ -12,7 +12,7 @@ _msrsync_options='-p --processes -f --files -s --size --readahead --scan-threads
     --json --status-file --verify --metrics --survey --html --check --stop-at
     --max-duration --window-grace -d --dry-run -v --version -h --help --hosts
     --hostfile --host-shell -r --rsync -t --selftest -e --bench -g --benchshm
-    --bench-entries'
+    --bench-entries --bench-reps'
 
 # --hosts LIST: comma-separated [user@]host[:N], hosts from the ssh
 # configuration and known_hosts files; ':' is this machine, 'slurm' the
@@ -74,7 +74,7 @@ _msrsync()
 
     case $prev in
         -p | --processes | -f | --files | -s | --size | --readahead | \
-            --scan-threads | --retries | --bench-entries | --stop-at | --max-duration | \
+            --scan-threads | --retries | --bench-entries | --bench-reps | --stop-at | --max-duration | \
             --window-grace)
             return ;;     # a number, a size, a time or a duration
         -b | --buckets | --resume)
