@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from helpers import (assert_no_rsync_left, assert_same_tree, end, make_tree, run_msrsync,
-                     run_rsync, running_rsyncs, start_msrsync, stderr_lines, text, wait_for)
+from helpers import (assert_no_rsync_left, assert_same_tree, describe, end, make_tree,
+                     run_msrsync, run_rsync, running_rsyncs, start_msrsync, stderr_lines, text,
+                     wait_for)
 
 
 @pytest.mark.slow
@@ -207,3 +208,26 @@ def test_resume_needs_a_run_directory(tmp_path):
     cp = run_msrsync("--resume", tmp_path)
     assert cp.returncode == 1
     assert len(stderr_lines(cp)) == 1 and b"run.json" in cp.stderr
+
+
+def test_a_report_option_given_with_resume_replaces_the_recorded_one(tmp_path):
+    """--resume DIR --json B: B is written, and the recorded --json A is not (the
+    resumed command line put the new options first, and the recorded A won); an option
+    that decides the buckets (-f) is refused, in one line, before anything runs."""
+    src = make_tree(tmp_path / "src", "small", seed=3)
+    buckets = tmp_path / "buckets"
+    buckets.mkdir()
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    cp = run_msrsync("-k", "-b", buckets, "-p", "2", "--json", first, src + b"/",
+                     tmp_path / "dest")
+    assert cp.returncode == 0, describe(cp)
+    (run_dir,) = [os.path.join(str(buckets), n) for n in os.listdir(str(buckets))]
+    os.unlink(str(first))
+    again = run_msrsync("--resume", run_dir, "--json", second, "-p", "3")
+    assert again.returncode == 0, describe(again)
+    assert json.loads(second.read_text())["workers"] == 3
+    assert not first.exists(), "the recorded --json was written, not the one given"
+    refused = run_msrsync("--resume", run_dir, "-f", "5")
+    assert refused.returncode == 1, describe(refused)
+    lines = stderr_lines(refused)
+    assert len(lines) == 1 and "-f cannot be given again" in lines[0], describe(refused)
