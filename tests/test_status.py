@@ -5,6 +5,7 @@ summary. The run itself is not disturbed: DEST ends as plain rsync's."""
 import contextlib
 import json
 import os
+import shutil
 import signal
 import time
 
@@ -102,12 +103,20 @@ def test_status_file_is_rewritten_whole_while_running_and_ends_with_the_summary(
     assert_like_rsync(tmp_path, src, dest, ["-a"])
 
 
-def test_an_unwritable_status_file_is_one_warning_and_the_copy_goes_on(tmp_path):
+def test_a_status_file_that_becomes_unwritable_is_one_warning_and_the_copy_goes_on(tmp_path):
+    """Its directory removed once the run has written it: one warning, the copy goes on
+    to rsync's end.  (One that cannot be written when the run starts is status 11, before
+    anything is copied: test_errors.)"""
     src = _slow_src(str(tmp_path / "src"))
     dest = tmp_path / "dest"
-    proc = start_msrsync("-p", "2", "-f", "3", "--status-file", tmp_path / "no" / "such.json",
+    where = tmp_path / "status"
+    where.mkdir()
+    proc = start_msrsync("-p", "2", "-f", "3", "--status-file", where / "such.json",
                          src + b"/", dest, env=_env(MSRSYNC_STATUS_INTERVAL="0.1"))
-    out, err = proc.communicate(timeout=120)
+    with ended(proc):
+        assert wait_for((where / "such.json").exists, 60), "no status file written"
+        shutil.rmtree(str(where))
+        out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, text(err)
     lines = [l for l in text(err).splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith("msrsync: warning: cannot write the "

@@ -190,3 +190,110 @@ def test_stop_at_takes_the_next_occurrence_of_what_is_left_out():
     assert MSR.parse_duration("1h30m") == 5400
     assert MSR.parse_duration("45s") == 45
     assert MSR.parse_duration("2d") == 2 * 86400
+
+
+# ---------------------------------------------------------------- one set of bucket states
+
+def _gated_wrapper(tmp_path, fast):
+    """rsync that runs its first `fast` transfers at once and waits 60 s before each
+    later one (a bucket msrsync stops copies nothing)."""
+    bindir = tmp_path / "gated-bin"
+    bindir.mkdir()
+    count = tmp_path / "runs"
+    script = bindir / "rsync"
+    script.write_text('#!/bin/sh\ncase "$*" in *--version*) ;; *) echo x >> %s\n'
+                      '  [ "$(wc -l < %s)" -gt %d ] && sleep 60;; esac\nexec %s "$@"\n'
+                      % (count, count, fast, "/usr/bin/rsync"))
+    script.chmod(0o755)
+    env = dict(os.environ)
+    env["PATH"] = "%s:%s" % (bindir, env.get("PATH", ""))
+    return env
+
+
+def _metric(text_, name, **labels):
+    for line in text_.splitlines():
+        if line.startswith("msrsync_%s{" % name) and all(
+                '%s="%s"' % item in line for item in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError("no %s %s in\n%s" % (name, labels, text_))
+
+
+def _dest_bytes(dest):
+    return sum(os.lstat(os.path.join(top, f)).st_size
+               for top, _, files in os.walk(str(dest)) for f in files)
+
+
+def _assert_reports_agree(tmp_path, stderr, done, total, dest):
+    """stderr's "D of T buckets completed", --json, the status file's last write and
+    --metrics: the same buckets done, none failed, the rest to do, nothing running, and
+    as bytes done what the done buckets copied (what DEST holds)."""
+    assert "%d of %d buckets completed" % (done, total) in stderr, stderr
+    summary = _summary(tmp_path / "run.json")
+    status = _summary(tmp_path / "status.json")
+    metrics = (tmp_path / "run.prom").read_text()
+    for s in (summary, status):
+        assert (s["buckets_total"], s["buckets_done"], s["buckets_failed"], s["buckets_todo"],
+                s["buckets_running"]) == (total, done, 0, total - done, 0), s
+        assert s["failures"] == [], s
+        assert s["bytes_done"] == _dest_bytes(dest), (s["bytes_done"], _dest_bytes(dest))
+    assert _metric(metrics, "buckets", state="done") == done
+    assert _metric(metrics, "buckets", state="failed") == 0
+    assert _metric(metrics, "buckets", state="todo") == total - done
+    assert _metric(metrics, "buckets", state="running") == 0
+    assert _metric(metrics, "bucket_failures_total") == 0
+    assert _metric(metrics, "bytes_done_total") == summary["bytes_done"]
+
+
+def _report_args(tmp_path):
+    return ["--json", tmp_path / "run.json", "--status-file", tmp_path / "status.json",
+            "--metrics", tmp_path / "run.prom"]
+
+
+def test_buckets_the_windows_grace_stopped_are_to_do_in_every_report(tmp_path):
+    """--window-grace 1s stops the two rsyncs running when it is over: stderr, --json,
+    the status file and --metrics all say the buckets done before (2) are done, none
+    failed, the rest (the stopped two too) to do, and count no byte of the stopped ones
+    (stderr said "0 of N completed" where --json said buckets_done 2, buckets_failed 2
+    and --metrics bucket_failures_total 2)."""
+    src, dest, buckets = tmp_path / "src", tmp_path / "dest", tmp_path / "buckets"
+    _tree(src, files=12)
+    buckets.mkdir()
+    cp = run_msrsync(*(["-p", "2", "-f", "2", "-b", buckets, "--max-duration", "3s",
+                        "--window-grace", "1s"] + _report_args(tmp_path) +
+                       [str(src) + "/", dest]), env=_gated_wrapper(tmp_path, 2))
+    assert cp.returncode == 46, text(cp.stderr)
+    summary = _summary(tmp_path / "run.json")
+    assert summary["buckets_done"] == 2 and summary["buckets_total"] > 4, summary
+    _assert_reports_agree(tmp_path, text(cp.stderr), 2, summary["buckets_total"], dest)
+
+
+def test_buckets_a_sigint_stopped_are_to_do_in_every_report(tmp_path):
+    """SIGINT with two buckets done and two running: the SIGUSR1 line before it, and
+    then stderr, --json, the status file and --metrics say 2 done, 0 failed, the rest
+    to do."""
+    import signal
+    from helpers import end, start_msrsync, wait_for
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    _tree(src, files=12)
+    proc = start_msrsync(*(["-p", "2", "-f", "2"] + _report_args(tmp_path) +
+                           [str(src) + "/", dest]), env=dict(
+                               _gated_wrapper(tmp_path, 2), MSRSYNC_STATUS_INTERVAL="0.2"))
+    try:
+        def two_done_two_running():
+            try:
+                s = _summary(tmp_path / "status.json")
+            except (OSError, ValueError):
+                return False
+            return s["buckets_done"] == 2 and s["buckets_running"] == 2 and s["scan_done"]
+        assert wait_for(two_done_two_running, 30), "never 2 done and 2 running"
+        total = _summary(tmp_path / "status.json")["buckets_total"]
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        end(proc, tmp_path)
+    assert proc.returncode == 20, text(err)
+    status_line = [l for l in text(err).splitlines() if l.startswith("msrsync: status: ")]
+    assert status_line and "[failed 0] [buckets left %d]" % (total - 2) in status_line[0], err
+    _assert_reports_agree(tmp_path, text(err), 2, total, dest)
