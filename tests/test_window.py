@@ -223,11 +223,12 @@ def _dest_bytes(dest):
                for top, _, files in os.walk(str(dest)) for f in files)
 
 
-def _assert_reports_agree(tmp_path, stderr, done, total, dest):
-    """stderr's "D of T buckets completed", --json, the status file's last write and
-    --metrics: the same buckets done, none failed, the rest to do, nothing running, and
-    as bytes done what the done buckets copied (what DEST holds)."""
+def _assert_reports_agree(tmp_path, stdout, stderr, done, total, dest):
+    """stderr's "D of T buckets completed", --stats, --json, the status file's last
+    write and --metrics: the same buckets done, none failed, the rest to do, nothing
+    running, and as bytes done what the done buckets copied (what DEST holds)."""
     assert "%d of %d buckets completed" % (done, total) in stderr, stderr
+    assert "Buckets done: %d, failed: 0, to do: %d" % (done, total - done) in stdout, stdout
     summary = _summary(tmp_path / "run.json")
     status = _summary(tmp_path / "status.json")
     metrics = (tmp_path / "run.prom").read_text()
@@ -245,7 +246,7 @@ def _assert_reports_agree(tmp_path, stderr, done, total, dest):
 
 
 def _report_args(tmp_path):
-    return ["--json", tmp_path / "run.json", "--status-file", tmp_path / "status.json",
+    return ["--stats", "--json", tmp_path / "run.json", "--status-file", tmp_path / "status.json",
             "--metrics", tmp_path / "run.prom"]
 
 
@@ -264,7 +265,8 @@ def test_buckets_the_windows_grace_stopped_are_to_do_in_every_report(tmp_path):
     assert cp.returncode == 46, text(cp.stderr)
     summary = _summary(tmp_path / "run.json")
     assert summary["buckets_done"] == 2 and summary["buckets_total"] > 4, summary
-    _assert_reports_agree(tmp_path, text(cp.stderr), 2, summary["buckets_total"], dest)
+    _assert_reports_agree(tmp_path, text(cp.stdout), text(cp.stderr), 2,
+                          summary["buckets_total"], dest)
 
 
 def test_buckets_a_sigint_stopped_are_to_do_in_every_report(tmp_path):
@@ -296,4 +298,4 @@ def test_buckets_a_sigint_stopped_are_to_do_in_every_report(tmp_path):
     assert proc.returncode == 20, text(err)
     status_line = [l for l in text(err).splitlines() if l.startswith("msrsync: status: ")]
     assert status_line and "[failed 0] [buckets left %d]" % (total - 2) in status_line[0], err
-    _assert_reports_agree(tmp_path, text(err), 2, total, dest)
+    _assert_reports_agree(tmp_path, text(out), text(err), 2, total, dest)
