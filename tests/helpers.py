@@ -9,6 +9,7 @@ target, hard-link groups, xattrs), like rsync's own testsuite ``checkit``.
 import collections
 import glob
 import hashlib
+import json
 import importlib.machinery
 import os
 import random
@@ -786,3 +787,55 @@ def oracle_figures(srcs, workdir, opts=None):
     cp = run_rsync(*(list(srcs) + [dest]), opts=opts)
     assert cp.returncode == 0, describe(cp)
     return rsync_stats_figures(cp.stdout)
+
+
+# ------------------------------------------------------------- reports that agree
+
+def _json(path):
+    with open(str(path)) as handle:
+        return json.load(handle)
+
+
+def metric_value(text_, name, **labels):
+    for line in text_.splitlines():
+        if line.startswith("msrsync_%s{" % name) and all(
+                '%s="%s"' % item in line for item in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError("no %s %s in\n%s" % (name, labels, text_))
+
+
+def dest_bytes(dest):
+    """The bytes of DEST's files, DEST as a str, bytes or a pathlib path."""
+    return sum(os.lstat(os.path.join(top, f)).st_size
+               for top, _, files in os.walk(os.fsdecode(os.fspath(dest))) for f in files)
+
+
+def assert_reports_agree(tmp_path, stdout, stderr, done, total, dest):
+    """stderr's "D of T buckets completed" (no such line when all are), --stats,
+    --json, the status file's last write and --metrics: the same buckets done, none
+    failed, the rest to do, nothing running, and as bytes done what the done buckets
+    copied (what DEST holds)."""
+    if done < total:
+        assert "%d of %d buckets completed" % (done, total) in stderr, stderr
+    else:
+        assert "buckets completed" not in stderr, stderr
+    assert "Buckets done: %d, failed: 0, to do: %d" % (done, total - done) in stdout, stdout
+    summary = _json(tmp_path / "run.json")
+    status = _json(tmp_path / "status.json")
+    metrics = (tmp_path / "run.prom").read_text()
+    for s in (summary, status):
+        assert (s["buckets_total"], s["buckets_done"], s["buckets_failed"], s["buckets_todo"],
+                s["buckets_running"]) == (total, done, 0, total - done, 0), s
+        assert s["failures"] == [], s
+        assert s["bytes_done"] == dest_bytes(dest), (s["bytes_done"], dest_bytes(dest))
+    assert metric_value(metrics, "buckets", state="done") == done
+    assert metric_value(metrics, "buckets", state="failed") == 0
+    assert metric_value(metrics, "buckets", state="todo") == total - done
+    assert metric_value(metrics, "buckets", state="running") == 0
+    assert metric_value(metrics, "bucket_failures_total") == 0
+    assert metric_value(metrics, "bytes_done_total") == summary["bytes_done"]
+
+
+def report_args(tmp_path):
+    return ["--stats", "--json", tmp_path / "run.json", "--status-file", tmp_path / "status.json",
+            "--metrics", tmp_path / "run.prom"]

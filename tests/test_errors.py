@@ -543,20 +543,23 @@ def _unwritable_place(kind, tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root: /proc and chattr +i refuse root too")
-@pytest.mark.parametrize("option", ["--json", "--status-file", "--metrics", "--html"])
+@pytest.mark.parametrize("option", ["--json", "--status-file", "--metrics", "--html",
+                                    "--survey --json"])
 @pytest.mark.parametrize("kind", ["proc", "immutable-dir", "missing-dir", "under-a-file",
                                   "a-directory"])
 def test_an_output_file_that_cannot_be_written_is_exit_11_before_anything_is_copied(
         tmp_path, option, kind):
-    """Each report file: one error line, status 11, nothing copied, DEST not made, even
-    as root, whom the permission bits let write /proc or an immutable directory
-    (msrsync asked access(2), copied everything and only warned at the end)."""
+    """Each report file, the survey's too: one error line, status 11, nothing copied,
+    DEST not made, even as root, whom the permission bits let write /proc or an
+    immutable directory (msrsync asked access(2), copied everything and only warned at
+    the end; the survey walked the whole tree first)."""
     src = tmp_path / "src"
     build(src, {"a/f": "f\n", "g": "g\n"})
     dest = tmp_path / "dest"
     path, undo = _unwritable_place(kind, tmp_path)
     try:
         extra = ["--survey"] if option == "--html" else ["-p", "2"]
+        extra, option = (extra + option.split())[:-1], option.split()[-1]
         cp = run_msrsync(*(extra + [option, path, str(src) + "/", str(dest)]))
     finally:
         undo()

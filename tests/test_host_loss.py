@@ -13,6 +13,7 @@ about the bound itself, the limits are made shorter through msrsync's environmen
 (MSRSYNC_HOST_SILENCE, MSRSYNC_HOST_FENCE), so that it runs in seconds.
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -22,7 +23,8 @@ import time
 import pytest
 
 import netns
-from helpers import describe, run_cmd, start_msrsync, wait_for
+from helpers import (assert_reports_agree, describe, report_args, run_cmd, start_msrsync,
+                     text, wait_for)
 from test_hosts import (OPTS, QUICK, SLOW, SLOW_CAPS, Run, copies, host_lines,
                         host_summaries, names_host, no_traceback, slash, slow_tree,
                         top_rsyncs, wait_for_copies)
@@ -174,14 +176,18 @@ def test_a_host_that_crashes_leaves_no_stray_temporary_file(tmp_path, make_hosts
         assert host_lines(cp, "h2"), describe(cp)
 
 
-def test_the_status_line_says_which_hosts_are_gone(tmp_path, make_hosts, slow_src):
-    """SIGUSR1 once a host is lost: the status line counts the hosts alive and names
-    the one gone."""
+def test_a_lost_hosts_buckets_are_neither_failed_nor_counted_twice_in_any_report(
+        tmp_path, make_hosts, slow_src):
+    """h2 crashes mid-run: once it is gone, the SIGUSR1 line counts the hosts alive,
+    names the one gone and no failure, and so does the status file; at the end stderr,
+    --stats, --json, the status file and --metrics agree that every bucket is done,
+    none failed (a lost run is moved, not failed), and that the bytes done are what DEST
+    holds (a lost run's partial bytes are not counted beside its second run's)."""
     with make_hosts(2) as hs:
         run = TimedRun(tmp_path, [slash(slow_src)], OPTS,
-                       ["-p", "1"] + SLOW_CAPS + ["--hosts", "h1,h2", "--host-shell",
-                                                  hs.shell],
-                       slower=SLOW, env=QUICK)
+                       ["-p", "1"] + SLOW_CAPS + report_args(tmp_path) +
+                       ["--hosts", "h1,h2", "--host-shell", hs.shell],
+                       slower=SLOW, env=dict(QUICK, MSRSYNC_STATUS_INTERVAL="0.2"))
         try:
             wait_for_copies(hs, ["h2"], tmp_path)
             hs.get("h2").crash()
@@ -191,6 +197,8 @@ def test_the_status_line_says_which_hosts_are_gone(tmp_path, make_hosts, slow_sr
             os.kill(run.proc.pid, signal.SIGUSR1)
             assert wait_for(lambda: [l for _, l in run.lines if "status:" in l], 10), \
                 run.lines
+            with open(str(tmp_path / "status.json")) as handle:
+                midway = json.load(handle)
             cp = run.wait(timeout=180)
             assert cp.returncode == 0, describe(cp)
             run.compare()
@@ -198,3 +206,8 @@ def test_the_status_line_says_which_hosts_are_gone(tmp_path, make_hosts, slow_sr
             run.end()
         status = [l for _, l in run.lines if "status:" in l]
         assert "[hosts alive 1/2; gone: h2]" in status[0], status
+        assert "[failed 0]" in status[0], status
+        assert midway["buckets_failed"] == 0 and midway["failures"] == [], midway
+        total = midway["buckets_total"]
+        assert_reports_agree(tmp_path, text(cp.stdout), text(cp.stderr), total, total,
+                             run.dests[1])

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from helpers import (age, assert_same_tree, build, load_msrsync, run_msrsync, run_rsync,
-                     running_rsyncs, text)
+from helpers import (age, assert_reports_agree, assert_same_tree, build, load_msrsync,
+                     report_args, run_msrsync, run_rsync, running_rsyncs, text)
 
 MSR = load_msrsync()
 
@@ -210,46 +210,6 @@ def _gated_wrapper(tmp_path, fast):
     return env
 
 
-def _metric(text_, name, **labels):
-    for line in text_.splitlines():
-        if line.startswith("msrsync_%s{" % name) and all(
-                '%s="%s"' % item in line for item in labels.items()):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError("no %s %s in\n%s" % (name, labels, text_))
-
-
-def _dest_bytes(dest):
-    return sum(os.lstat(os.path.join(top, f)).st_size
-               for top, _, files in os.walk(str(dest)) for f in files)
-
-
-def _assert_reports_agree(tmp_path, stdout, stderr, done, total, dest):
-    """stderr's "D of T buckets completed", --stats, --json, the status file's last
-    write and --metrics: the same buckets done, none failed, the rest to do, nothing
-    running, and as bytes done what the done buckets copied (what DEST holds)."""
-    assert "%d of %d buckets completed" % (done, total) in stderr, stderr
-    assert "Buckets done: %d, failed: 0, to do: %d" % (done, total - done) in stdout, stdout
-    summary = _summary(tmp_path / "run.json")
-    status = _summary(tmp_path / "status.json")
-    metrics = (tmp_path / "run.prom").read_text()
-    for s in (summary, status):
-        assert (s["buckets_total"], s["buckets_done"], s["buckets_failed"], s["buckets_todo"],
-                s["buckets_running"]) == (total, done, 0, total - done, 0), s
-        assert s["failures"] == [], s
-        assert s["bytes_done"] == _dest_bytes(dest), (s["bytes_done"], _dest_bytes(dest))
-    assert _metric(metrics, "buckets", state="done") == done
-    assert _metric(metrics, "buckets", state="failed") == 0
-    assert _metric(metrics, "buckets", state="todo") == total - done
-    assert _metric(metrics, "buckets", state="running") == 0
-    assert _metric(metrics, "bucket_failures_total") == 0
-    assert _metric(metrics, "bytes_done_total") == summary["bytes_done"]
-
-
-def _report_args(tmp_path):
-    return ["--stats", "--json", tmp_path / "run.json", "--status-file", tmp_path / "status.json",
-            "--metrics", tmp_path / "run.prom"]
-
-
 def test_buckets_the_windows_grace_stopped_are_to_do_in_every_report(tmp_path):
     """--window-grace 1s stops the two rsyncs running when it is over: stderr, --json,
     the status file and --metrics all say the buckets done before (2) are done, none
@@ -260,12 +220,12 @@ def test_buckets_the_windows_grace_stopped_are_to_do_in_every_report(tmp_path):
     _tree(src, files=12)
     buckets.mkdir()
     cp = run_msrsync(*(["-p", "2", "-f", "2", "-b", buckets, "--max-duration", "3s",
-                        "--window-grace", "1s"] + _report_args(tmp_path) +
+                        "--window-grace", "1s"] + report_args(tmp_path) +
                        [str(src) + "/", dest]), env=_gated_wrapper(tmp_path, 2))
     assert cp.returncode == 46, text(cp.stderr)
     summary = _summary(tmp_path / "run.json")
     assert summary["buckets_done"] == 2 and summary["buckets_total"] > 4, summary
-    _assert_reports_agree(tmp_path, text(cp.stdout), text(cp.stderr), 2,
+    assert_reports_agree(tmp_path, text(cp.stdout), text(cp.stderr), 2,
                           summary["buckets_total"], dest)
 
 
@@ -277,7 +237,7 @@ def test_buckets_a_sigint_stopped_are_to_do_in_every_report(tmp_path):
     from helpers import end, start_msrsync, wait_for
     src, dest = tmp_path / "src", tmp_path / "dest"
     _tree(src, files=12)
-    proc = start_msrsync(*(["-p", "2", "-f", "2"] + _report_args(tmp_path) +
+    proc = start_msrsync(*(["-p", "2", "-f", "2"] + report_args(tmp_path) +
                            [str(src) + "/", dest]), env=dict(
                                _gated_wrapper(tmp_path, 2), MSRSYNC_STATUS_INTERVAL="0.2"))
     try:
@@ -298,4 +258,4 @@ def test_buckets_a_sigint_stopped_are_to_do_in_every_report(tmp_path):
     assert proc.returncode == 20, text(err)
     status_line = [l for l in text(err).splitlines() if l.startswith("msrsync: status: ")]
     assert status_line and "[failed 0] [buckets left %d]" % (total - 2) in status_line[0], err
-    _assert_reports_agree(tmp_path, text(out), text(err), 2, total, dest)
+    assert_reports_agree(tmp_path, text(out), text(err), 2, total, dest)
