@@ -143,11 +143,24 @@ def test_bounded_by_names_held():
     pending.put(bucket(7, 10, names=limit), timeout=0)
 
 
+class _WatchedCondition(threading.Condition):
+    """A Condition that says when a thread first waits on it."""
+
+    def __init__(self):
+        super().__init__()
+        self.waiting = threading.Event()
+
+    def wait(self, timeout=None):
+        self.waiting.set()
+        return super().wait(timeout)
+
+
 @pytest.mark.parametrize("bound", ["count", "names"])
 def test_a_get_frees_room_for_a_blocked_put(bound):
     """A put waiting on a full queue goes in as soon as a worker takes a bucket (not at
     its timeout); catches a get that does not notify the waiting scanner."""
     pending = m.PendingBuckets(1)
+    pending.cond = _WatchedCondition()
     if bound == "count":
         for number in range(1, pending.limit + 1):
             pending.put(bucket(number, number), timeout=0)
@@ -167,7 +180,8 @@ def test_a_get_frees_room_for_a_blocked_put(bound):
 
     thread = threading.Thread(target=scanner, daemon=True)
     thread.start()
-    time.sleep(0.3)
+    # (set while the put holds the lock the get needs: the get comes after it waits)
+    assert pending.cond.waiting.wait(30), "put never waited"
     assert thread.is_alive() and not done, "put did not wait on a full queue"
     taken = pending.get(timeout=0)
     assert taken.number in (1, pending.limit)

@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from helpers import load_msrsync, make_tree, rsync_stats_figures, run_rsync
+from helpers import (RECENT_NS, age, assert_same_tree, build, load_msrsync, make_tree,
+                     rsync_stats_figures, run_cmd, run_rsync, snapshot)
 
 m = load_msrsync()
 BAD_VALUE = (argparse.ArgumentTypeError, ValueError)
@@ -152,8 +153,39 @@ def error_code(text):
                                   "-a -f ': .rules'", "-a --filter='dir-merge,n- .excl'",
                                   "-a -m", "-a --delete-missing-args", "-a --no-relative",
                                   "-aR --no-R", "-a --no-d"])
-def test_rsync_options_accepted(text):
-    options(text)  # no MsrsyncError
+def test_rsync_options_accepted_mean_to_rsync_what_the_users_text_means(text, accepted_src,
+                                                                          tmp_path):
+    """An option text msrsync takes is one whose plain rsync of the whole transfer,
+    as msrsync builds it from its reading of the text, does what the user's own words
+    do: same exit, same DEST (a value cut from its option, a rule lost or an option
+    dropped shows here).  SRC is given as SRC/./, so that -R sends no implied
+    directory (whose times no rsync keeps)."""
+    import shlex
+    src = accepted_src + "/./"
+    theirs = run_rsync(src, tmp_path / "user", opts=shlex.split(text))
+    commands, _ = _commands(text, source=m.Source(os.fsencode(src), os.fsencode(accepted_src),
+                                                  b".", True),
+                            dest=os.fsencode(str(tmp_path / "msrsync")), whole=True)
+    whole = commands.command(m.Bucket(1, None, m.Kind.WHOLE, 0, 0, None, b"/b/whole.log"), 0)
+    ours = run_cmd([os.fsdecode(a) for a in whole])
+    assert ours.returncode == theirs.returncode == 0, (whole, ours.stderr)
+    a, b = snapshot(tmp_path / "user"), snapshot(tmp_path / "msrsync")
+    for rel in set(a) & set(b):
+        if min(a[rel]["mtime_ns"], b[rel]["mtime_ns"]) > RECENT_NS:
+            del a[rel]["mtime_ns"], b[rel]["mtime_ns"]     # neither rsync kept its time
+    assert_same_tree(a, b)
+
+
+@pytest.fixture(scope="module")
+def accepted_src(tmp_path_factory):
+    """A tree the accepted options each change something of: a file named x (the
+    rules), a symlink out of the tree and one in it, a nested directory, a merge file."""
+    root = tmp_path_factory.mktemp("accepted") / "src"
+    build(root, {"x": "x\n", "d/y": "y\n", "d/e/z": "z" * 5000, "d/.excl": "- z\n",
+                 ".rules": "- y\n", "in": ("symlink", "d/y"), "out": ("symlink", "/etc/hostname"),
+                 "empty/": None})
+    # (aged: a directory made in the second rsync makes its copy keeps the copy's time)
+    return os.fsdecode(age(root))
 
 
 @pytest.mark.parametrize("text", ["-a -m -F", "-a --list-only", "-a --no-R --files-from=x",
@@ -529,15 +561,16 @@ def test_a_vanished_neighbours_temp_file_is_told_from_a_vanished_source(
     assert m.saw_a_neighbours_file(m.log_head(os.fsencode(log)), dest) is retried
 
 
-def _commands(rsync_text, processes=4, slot_options=lambda slot: []):
+def _commands(rsync_text, processes=4, slot_options=lambda slot: [], source=None,
+              dest=b"/dst/", whole=False):
     """A BucketCommands from settings made by hand, as a unit test can."""
     options = m.RsyncOptions(rsync_text)
     args = argparse.Namespace(progress=False, status_file=None, metrics=None, verify=False)
-    source = m.Source(b"/src/", b"/src", b".", True)
+    source = source or m.Source(b"/src/", b"/src", b".", True)
     settings = m.RunSettings(
         plan=None, args=args, options=options, rsync=b"rsync", rsync_binary="rsync",
         remote={}, remote_dest=False, missing=(), sources=[source], single=False,
-        whole=False, dest=b"/dst/", created=False, created_dest=False, bucket_dir=b"/b",
+        whole=whole, dest=dest, created=False, created_dest=False, bucket_dir=b"/b",
         processes=processes, scan_only=False, fix_dir_perms=False,
         item_format=options.item_format(), out_format="%i", overlap=False,
         filter_traces=False)
@@ -571,3 +604,65 @@ def test_a_deletion_bucket_command_spends_what_is_left_of_max_delete():
     assert b"--max-delete=3" in cmd and b"--max-delete=10" not in cmd
     assert b"--existing" in cmd and b"--ignore-existing" in cmd
     assert b"--max-delete=0" in commands.command(bucket, slot=0, delete_budget=-2)
+
+
+# ---------------------------------------------------------------- running again
+
+def _bucket(number):
+    bucket = m.Bucket(number, None, m.Kind.TREES, 1, 1, b"/b/%06d.list" % number,
+                      b"/b/%06d.log" % number)
+    bucket.started = 1000.0 + number
+    return bucket
+
+
+def test_every_reason_to_run_again_goes_through_one_queue_and_one_log_scheme():
+    """Lost with its host, raced, failed in a way that may pass: one queue, one record
+    of the runs (Bucket.tries) and one log name per run (BUCKET.runN.log, N the run's
+    number, whatever the reasons before it); --retries counts only its own."""
+    again = m.RunsAgain()
+    lost, raced, flaky = _bucket(1), _bucket(2), _bucket(3)
+    again.add(lost, m.Retry.LOST)
+    lost.started = 2000.0
+    again.take_due()
+    again.add(lost, m.Retry.TRANSIENT)
+    again.add(raced, m.Retry.RACED)
+    again.add(flaky, m.Retry.TRANSIENT)
+    assert lost.log_path == b"/b/000001.run3.log" and raced.log_path == b"/b/000002.run2.log"
+    assert [a.why for a in lost.tries] == [m.Retry.LOST, m.Retry.TRANSIENT]
+    assert lost.lost_since() == 1001.0 and raced.lost_since() is None
+    assert (lost.attempt(), raced.attempt(), flaky.attempt()) == (2, 1, 2)
+    assert lost.tried(m.Retry.LOST) == 1 and raced.tried(m.Retry.RACED) == 1
+
+
+def test_rounds_after_the_workers_take_the_reasons_in_the_rules_order():
+    """take_round: every bucket of one reason at a time, lost ones first (they were
+    handed out already), then raced ones (alone), then the --retries ones (after a
+    back-off that doubles); amid the run a worker takes only a lost bucket that is
+    due."""
+    again = m.RunsAgain()
+    flaky, raced, lost, later = _bucket(1), _bucket(2), _bucket(3), _bucket(4)
+    again.add(flaky, m.Retry.TRANSIENT)
+    again.add(raced, m.Retry.RACED)
+    again.add(later, m.Retry.LOST, not_before=m.time.monotonic() + 3600)
+    again.add(lost, m.Retry.LOST)
+    assert again.take_due() is lost
+    assert again.take_due() is None               # later is not due; the others wait
+    assert again.take_round() == (m.Retry.LOST, [later])
+    assert again.take_round() == (m.Retry.RACED, [raced])
+    assert again.take_round() == (m.Retry.TRANSIENT, [flaky])
+    assert again.take_round() == (None, [])
+    rules = m.RETRY_RULES
+    assert list(rules) == [m.Retry.LOST, m.Retry.RACED, m.Retry.TRANSIENT]
+    assert rules[m.Retry.RACED].alone and not rules[m.Retry.TRANSIENT].alone
+    assert [rules[m.Retry.TRANSIENT].pause(k) for k in range(3)] == [1.0, 2.0, 4.0]
+    assert rules[m.Retry.LOST].counted and not rules[m.Retry.TRANSIENT].counted
+
+
+def test_a_bucket_passed_on_by_a_host_that_takes_no_more_is_no_run_again():
+    """A worker of a host that is gone passes its next bucket on: another worker
+    takes it at once, with no run recorded and its log name unchanged."""
+    again = m.RunsAgain()
+    bucket = _bucket(5)
+    again.pass_on(bucket)
+    assert again.take_due() is bucket
+    assert bucket.tries == [] and bucket.log_path == b"/b/000005.log"
