@@ -349,7 +349,7 @@ def test_a_patient_bucketer_holds_what_nobody_waits_for_up_to_four_buckets(monke
     monkeypatch.setattr(m, "IDLE_CUT", 0.0)
     waiting = [False]
     b, made = _bucketer(4, waiting)
-    b.early.begin_source(on_demand=True)
+    b.handing_out.begin_source(on_demand=True)
     _add_trees(b, 39)                     # 390 entries: under 4 caps
     assert made == []
     _add_trees(b, 1, first=39)            # 400: one cap's worth goes out
