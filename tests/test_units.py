@@ -565,15 +565,16 @@ def _commands(rsync_text, processes=4, slot_options=lambda slot: [], source=None
               dest=b"/dst/", whole=False):
     """A BucketCommands from settings made by hand, as a unit test can."""
     options = m.RsyncOptions(rsync_text)
-    args = argparse.Namespace(progress=False, status_file=None, metrics=None, verify=False)
     source = source or m.Source(b"/src/", b"/src", b".", True)
     settings = m.RunSettings(
-        plan=None, args=args, options=options, rsync=b"rsync", rsync_binary="rsync",
+        plan=None, options=options, rsync=b"rsync", rsync_binary="rsync",
         remote={}, remote_dest=False, missing=(), sources=[source], single=False,
         whole=whole, dest=dest, created=False, created_dest=False, bucket_dir=b"/b",
         processes=processes, scan_only=False, fix_dir_perms=False,
         item_format=options.item_format(), out_format="%i", overlap=False,
-        filter_traces=False)
+        filter_traces=False, adaptive=False, scan_threads=None, retries=2,
+        summary_on_stdout=False, items_read=False, verify=False, progress=False, keep=False,
+        stats=False, json=None, live_reports=False, host_shell=None, readahead=None)
     return m.BucketCommands(settings, slot_options), source
 
 
