@@ -839,3 +839,43 @@ def assert_reports_agree(tmp_path, stdout, stderr, done, total, dest):
 def report_args(tmp_path):
     return ["--stats", "--json", tmp_path / "run.json", "--status-file", tmp_path / "status.json",
             "--metrics", tmp_path / "run.prom"]
+
+
+# ------------------------------------------------------------- waiting on events
+
+def transferring(dest, timeout=30):
+    """Wait until some file under DEST has bytes (an rsync is copying, not merely
+    started): the moment a test signals or cuts a run, in place of a fixed sleep."""
+    return wait_for(lambda: os.path.isdir(os.fsdecode(os.fspath(dest))) and
+                    dest_bytes(dest) > 0, timeout)
+
+
+class OutputLines(object):
+    """A started process's stdout and stderr read as they come, by threads, so that
+    a test can wait for a line (say, the status line SIGUSR1 prints) before its next
+    step; finish() waits for the exit and gives (stdout, stderr) as bytes."""
+
+    def __init__(self, proc):
+        import threading
+        self.proc = proc
+        self.err_lines, self.out = [], []
+        self.threads = [threading.Thread(target=self._read_err, daemon=True),
+                        threading.Thread(target=lambda: self.out.append(proc.stdout.read()),
+                                         daemon=True)]
+        for thread in self.threads:
+            thread.start()
+
+    def _read_err(self):
+        for line in self.proc.stderr:
+            self.err_lines.append(line)
+
+    def wait_line(self, needle, count=1, timeout=30):
+        """Until `count` lines of stderr hold `needle` (bytes)."""
+        return wait_for(lambda: sum(needle in l for l in list(self.err_lines)) >= count,
+                        timeout)
+
+    def finish(self, timeout=60):
+        self.proc.wait(timeout=timeout)
+        for thread in self.threads:
+            thread.join(10)
+        return b"".join(self.out), b"".join(self.err_lines)

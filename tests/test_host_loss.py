@@ -23,7 +23,7 @@ import time
 import pytest
 
 import netns
-from helpers import (assert_reports_agree, describe, report_args, run_cmd, start_msrsync,
+from helpers import (transferring, assert_reports_agree, describe, report_args, run_cmd, start_msrsync,
                      text, wait_for)
 from test_hosts import (OPTS, QUICK, SLOW, SLOW_CAPS, Run, copies, host_lines,
                         host_summaries, names_host, no_traceback, slash, slow_tree,
@@ -99,7 +99,7 @@ def lose_midrun(tmp_path, hs, slow_src, lose, shell, env=None, lost="h3", hosts=
                    slower=SLOW, env=env)
     try:
         assert wait_for(lambda: top_rsyncs(host), 30), "no rsync on %s" % lost
-        time.sleep(0.3)
+        assert transferring(run.dests[1]), "nothing copied"
         at = time.monotonic()
         lose(host)
         cp = run.wait(timeout=180)

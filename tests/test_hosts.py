@@ -28,7 +28,7 @@ import time
 import pytest
 
 import netns
-from helpers import (age, assert_same_tree, build, describe, differential, end, extras,
+from helpers import (transferring, age, assert_same_tree, build, describe, differential, end, extras,
                      hardlink_tree, make_tree, rsync_opts_string, run_cmd, run_msrsync,
                      run_rsync, running_rsyncs, snapshot, start_msrsync, stderr_lines,
                      text, wait_for)
@@ -659,7 +659,7 @@ def _lose_a_host(tmp_path, make_hosts, slow_src, lose):
                   ["-p", "2"] + SLOW_CAPS + host_opts(hs), slower=SLOW, watch=hs, env=QUICK)
         try:
             wait_for_copies(hs, ["h2"], tmp_path)
-            time.sleep(0.3)
+            assert transferring(run.dests[1]), "nothing copied"
             at_loss = copies(hs)
             lose(hs.get("h2"))
             cp = run.wait(timeout=120)
@@ -745,7 +745,7 @@ def test_a_signal_leaves_no_rsync_on_any_host(tmp_path, hosts, long_src, signum)
               ["-p", "2"] + LONG_CAPS + host_opts(hosts), slower=LONG)
     try:
         wait_for_copies(hosts, hosts.aliases, tmp_path)
-        time.sleep(0.3)
+        assert transferring(run.dests[1]), "nothing copied"
         sent = time.monotonic()
         os.kill(run.proc.pid, signum)
         cp = run.wait(timeout=30)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from helpers import (assert_no_rsync_left, assert_same_tree, describe, end, make_tree,
+from helpers import (transferring, assert_no_rsync_left, assert_same_tree, describe, end, make_tree,
                      run_msrsync, run_rsync, running_rsyncs, start_msrsync, stderr_lines, text,
                      wait_for)
 
@@ -23,7 +23,7 @@ def test_signal_stops_run_with_exit_20_and_no_rsync_left(tmp_path, signum):
     try:
         assert wait_for(lambda: len(running_rsyncs(tmp_path)) >= 2, 10), \
             "rsync workers never started"
-        time.sleep(0.3)
+        assert transferring(tmp_path / "dest"), "nothing copied"
         sent = time.monotonic()
         os.kill(proc.pid, signum)
         out, err = proc.communicate(timeout=15)
@@ -84,7 +84,7 @@ def test_sigkilled_msrsync_leaves_no_rsync_running(tmp_path):
     try:
         assert wait_for(lambda: len(running_rsyncs(tmp_path)) >= 2, 10), \
             "rsync workers never started"
-        time.sleep(0.3)
+        assert transferring(tmp_path / "dest"), "nothing copied"
         proc.kill()
         proc.communicate(timeout=15)
         left = wait_for(lambda: not running_rsyncs(tmp_path), 10) or \
@@ -116,7 +116,7 @@ def test_a_worker_rsync_killed_by_someone_else_is_retried(tmp_path, retries, exp
         def workers():
             return [pid for pid, _ in running_rsyncs(tmp_path) if _ppid(pid) == proc.pid]
         assert wait_for(lambda: len(workers()) >= 1, 10), "rsync workers never started"
-        time.sleep(0.2)
+        assert transferring(tmp_path / "dest"), "nothing copied"
         os.kill(workers()[0], signal.SIGKILL)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == expect, (proc.returncode, text(err))

@@ -9,7 +9,7 @@ import shutil
 import signal
 import time
 
-from helpers import (age, assert_same_tree, build, rsync_processes_mentioning, run_rsync,
+from helpers import (OutputLines, age, assert_same_tree, build, rsync_processes_mentioning, run_rsync,
                      start_msrsync, text, wait_for)
 
 # a run of several seconds: 6 files of 1 MiB, one a bucket, 1 MB/s a worker
@@ -54,10 +54,11 @@ def test_sigusr1_prints_a_status_line_and_the_run_goes_on(tmp_path):
     with ended(proc):
         assert wait_for(lambda: rsync_processes_mentioning(os.fsencode(dest)), 30), \
             "no rsync started"
+        lines = OutputLines(proc)
         proc.send_signal(signal.SIGUSR1)
-        time.sleep(0.5)
+        assert lines.wait_line(b"msrsync: status: "), lines.err_lines
         proc.send_signal(signal.SIGUSR1)
-        out, err = proc.communicate(timeout=120)
+        out, err = lines.finish(timeout=120)
     assert proc.returncode == 0, text(err)
     status = [l for l in text(err).splitlines() if l.startswith("msrsync: status: ")]
     assert len(status) == 2, text(err)

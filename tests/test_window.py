@@ -234,7 +234,7 @@ def test_buckets_a_sigint_stopped_are_to_do_in_every_report(tmp_path):
     then stderr, --json, the status file and --metrics say 2 done, 0 failed, the rest
     to do."""
     import signal
-    from helpers import end, start_msrsync, wait_for
+    from helpers import OutputLines, end, start_msrsync, wait_for
     src, dest = tmp_path / "src", tmp_path / "dest"
     _tree(src, files=12)
     proc = start_msrsync(*(["-p", "2", "-f", "2"] + report_args(tmp_path) +
@@ -249,10 +249,11 @@ def test_buckets_a_sigint_stopped_are_to_do_in_every_report(tmp_path):
             return s["buckets_done"] == 2 and s["buckets_running"] == 2 and s["scan_done"]
         assert wait_for(two_done_two_running, 30), "never 2 done and 2 running"
         total = _summary(tmp_path / "status.json")["buckets_total"]
+        lines = OutputLines(proc)
         proc.send_signal(signal.SIGUSR1)
-        time.sleep(0.5)
+        assert lines.wait_line(b"msrsync: status: "), lines.err_lines
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        out, err = lines.finish(timeout=30)
     finally:
         end(proc, tmp_path)
     assert proc.returncode == 20, text(err)
