@@ -853,12 +853,13 @@ def transferring(dest, timeout=30):
 class OutputLines(object):
     """A started process's stdout and stderr read as they come, by threads, so that
     a test can wait for a line (say, the status line SIGUSR1 prints) before its next
-    step; finish() waits for the exit and gives (stdout, stderr) as bytes."""
+    step; `timed` holds each stderr line with the monotonic time it came at;
+    finish() waits for the exit and gives (stdout, stderr) as bytes."""
 
     def __init__(self, proc):
         import threading
         self.proc = proc
-        self.err_lines, self.out = [], []
+        self.timed, self.out = [], []
         self.threads = [threading.Thread(target=self._read_err, daemon=True),
                         threading.Thread(target=lambda: self.out.append(proc.stdout.read()),
                                          daemon=True)]
@@ -867,15 +868,23 @@ class OutputLines(object):
 
     def _read_err(self):
         for line in self.proc.stderr:
-            self.err_lines.append(line)
+            self.timed.append((time.monotonic(), line))
+
+    @property
+    def err_lines(self):
+        return [line for _, line in list(self.timed)]
 
     def wait_line(self, needle, count=1, timeout=30):
         """Until `count` lines of stderr hold `needle` (bytes)."""
-        return wait_for(lambda: sum(needle in l for l in list(self.err_lines)) >= count,
-                        timeout)
+        return wait_for(lambda: sum(needle in l for l in self.err_lines) >= count, timeout)
 
     def finish(self, timeout=60):
         self.proc.wait(timeout=timeout)
+        return self.joined()
+
+    def joined(self):
+        """(stdout, stderr) read so far, once the readers are done (the process has
+        exited)."""
         for thread in self.threads:
             thread.join(10)
         return b"".join(self.out), b"".join(self.err_lines)

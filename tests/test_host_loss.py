@@ -17,13 +17,12 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
 
 import netns
-from helpers import (transferring, assert_reports_agree, describe, report_args, run_cmd, start_msrsync,
+from helpers import (OutputLines, transferring, assert_reports_agree, describe, report_args, run_cmd, start_msrsync,
                      text, wait_for)
 from test_hosts import (OPTS, QUICK, SLOW, SLOW_CAPS, Run, copies, host_lines,
                         host_summaries, names_host, no_traceback, slash, slow_tree,
@@ -56,29 +55,21 @@ class TimedRun(Run):
 
     def _start(self, args):
         proc = start_msrsync(*args, env=self.env)
-        self.lines, self.out = [], []
-        self.readers = [threading.Thread(target=self._read, args=(proc,), daemon=True),
-                        threading.Thread(target=lambda: self.out.append(proc.stdout.read()),
-                                         daemon=True)]
-        for reader in self.readers:
-            reader.start()
+        self.output = OutputLines(proc)
         return proc
 
-    def _read(self, proc):
-        for line in proc.stderr:
-            self.lines.append((time.monotonic(), line.decode("utf-8", "replace")))
+    @property
+    def lines(self):
+        return [(t, line.decode("utf-8", "replace")) for t, line in list(self.output.timed)]
 
     def wait(self, timeout=120):
         try:
             self.proc.wait(timeout=timeout)
-            for reader in self.readers:
-                reader.join(10)
         finally:
             if self.watch:
                 self.watch.stop()
-        err = "".join(line for _, line in self.lines).encode()
-        self.result = subprocess.CompletedProcess(self.proc.args, self.proc.returncode,
-                                                  b"".join(self.out), err)
+        out, err = self.output.joined()
+        self.result = subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, err)
         return self.result
 
     def first_line_naming(self, alias):
