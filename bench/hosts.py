@@ -10,8 +10,9 @@ they share SRC and DEST as --hosts wants; they also share its CPUs and its disk,
 this measures is what running a bucket through a host shell costs, not what more machines
 gain.  No traffic goes anywhere but those namespaces and loopback.
 
-Cases (--only copy,rerun,sshfs), each tool run --reps times, interleaved round-robin, the
-page cache dropped before every run (as root), medians reported:
+Cases (--only copy,rerun,sshfs,slope), each tool run --reps times (slope: --slope-rounds),
+interleaved round-robin, the page cache dropped before every run (as root), medians
+reported:
 
   copy    initial copy of bench.py's tree of small files (--files, 100,000) into an empty
           DEST: rsync -aS --numeric-ids (the reference), msrsync -p 4 (local workers),
@@ -25,16 +26,33 @@ page cache dropped before every run (as root), medians reported:
           through bench/relay.py's delay): rsync, msrsync -p 2/4/8 here, and msrsync
           --hosts h1 / h1,h2 / h1,h2,h3,h4 -p 2 over ssh, every msrsync run with the same
           -f (--sshfs-bucket-files, about 20 buckets); initial copy and re-run
+  slope   what one bucket costs, start-up apart: the slope of run time over buckets.  Two
+          trees of small files cut in exactly 8 and 48 buckets of 1,000 entries
+          (--slope-small, --slope-large, --slope-bucket-files; SRC/ holds F - 1 files,
+          each further bucket is a directory of F - 1 files), each copied into an empty
+          DEST with -f F by msrsync -p 4 (local), --hosts NS1:2,NS2:2 --host-shell "ip
+          netns exec" and --hosts h1:2,h2:2 --host-shell "ssh -F CONF"; in each of
+          --slope-rounds (5) rounds every layout copies both trees back to back (the
+          order swapped every other round).  Per layout: the median over rounds of
+          (t_large - t_small) / (buckets_large - buckets_small) in ms a bucket, its range,
+          the intercept t_small - buckets_small x slope (start-up), the ratio of its slope
+          to the local one, the same slope in CPU; the buckets each run really ran come
+          from its --json.  --compare OLD (a file, or a git revision of this repository)
+          runs that msrsync too, side by side in every round: before/after in one session
 
-Each table gives per tool its median, the ratio to rsync, the buckets msrsync ran (from
-its --json), the wall time per bucket, and against the local run with as many rsyncs at
-once (msrsync -p N): the extra wall time per bucket, the same in a worker's time (x the
-rsyncs at once) and the extra CPU per bucket (the tool's tree plus the hosts' sshds).
+Each table of copy, rerun and sshfs gives per tool its median, the ratio to rsync, the
+buckets msrsync ran (from its --json), the wall time per bucket, and against the local run
+with as many rsyncs at once (msrsync -p N): the extra wall time per bucket, the same in a
+worker's time (x the rsyncs at once) and the extra CPU per bucket (the tool's tree plus the
+hosts' sshds).
 
     python3 bench/hosts.py --quick --reps 1        # smoke run, a few minutes
     python3 bench/hosts.py --json hosts.json       # full sizes, 3 repetitions
     python3 bench/hosts.py --only sshfs --sshfs-files 2000
     python3 bench/hosts.py --msrsync /path/to/msrsync   # one that has --hosts
+    python3 bench/hosts.py --only slope --json slope.json      # a few minutes
+    python3 bench/hosts.py --only slope --compare HEAD~1       # before/after, one session
+    python3 bench/hosts.py --only slope --slope-bucket-files 50 --slope-rounds 1  # smoke
 
 Everything it starts (the hosts' sshds, their namespaces and veth pairs, the loopback sshd,
 the relay, the sshfs mount) is stopped by pid and by the names it made, at the end, on an
@@ -45,6 +63,7 @@ import atexit
 import collections
 import importlib.util
 import os
+import random
 import re
 import shlex
 import signal
@@ -56,16 +75,19 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402
+import longtail  # noqa: E402
 import suite  # noqa: E402
-from common import (MiB, BenchError, Spawner, add_run_options, cached_tree,  # noqa: E402
-                    changed_since, clean_workdir, command_prefix, dataset_layout,
-                    exit_problem, file_digest, filesystem_note, filesystem_of, fill_sizes,
-                    first_line_of, fmt_load, fmt_seconds, load_servers, load_span, loadavg,
-                    log, machine_env, make_run_dirs, make_workdir, measure, msrsync_version,
-                    note_failure, ok_note, parse_int_list, positive_int, print_header_end,
-                    print_results, print_workdir, proc_cpu_ticks, read_json, remove_tree,
-                    report_end, require_msrsync, rotation, run_main, script_parser,
-                    settle_caches, start_sshd, summary_row, wait_idle)
+from common import (MAX_FILE_SIZE_BITS, MiB, BenchError, Spawner,  # noqa: E402
+                    add_run_options, cached_tree, changed_since, clean_workdir,
+                    command_prefix, dataset_layout, exit_problem, file_digest,
+                    filesystem_note, filesystem_of, fill_sizes, find_slow_runs, first_line_of,
+                    fmt_load, fmt_ratio, fmt_seconds, load_servers, load_span, loadavg, log,
+                    machine_env, make_run_dirs, make_workdir, measure, median_or_none,
+                    msrsync_version, note_failure, ok_note, parse_int_list, positive_int,
+                    print_header_end, print_results, print_workdir, proc_cpu_ticks,
+                    random_block, read_json, remove_tree, report_end, require_msrsync,
+                    rotation, run_main, script_parser, settle_caches, start_sshd,
+                    summary_row, wait_idle)
 
 HOSTS_VERSION = "1.0"
 REPO = os.path.dirname(HERE)
@@ -73,10 +95,12 @@ NETNS_PY = os.path.join(REPO, "tests", "netns.py")
 DEFAULT_MSRSYNC = os.path.join(REPO, "msrsync")
 RSYNC_OPTS = ["-aS", "--numeric-ids"]          # msrsync's default rsync options
 DEFAULT_SEED = bench.DEFAULT_SEED              # bench.py's tree, suite.py's sshfs tree
-FULL = {"files": 100000, "sshfs_files": 5000}
-QUICK = {"files": 10000, "sshfs_files": 300}
-CASES = ("copy", "rerun", "sshfs")
+FULL = {"files": 100000, "sshfs_files": 5000, "slope_bucket_files": 1000}
+QUICK = {"files": 10000, "sshfs_files": 300, "slope_bucket_files": 200}
+CASES = ("copy", "rerun", "sshfs", "slope")
 N_HOSTS = 4                                     # h1..h4
+SLOPE_HOSTS = 2                                 # slope: --hosts h1:2,h2:2
+SLOPE_SLOTS = 2                                 # ... and local -p 4 (hosts x slots)
 SCENARIO_INITIAL = bench.SCENARIO_INITIAL
 SCENARIO_UPTODATE = bench.SCENARIO_UPTODATE
 OUTLIER_FACTOR = bench.OUTLIER_FACTOR
@@ -327,36 +351,41 @@ def slug(text):
     return re.sub(r"[^A-Za-z0-9.-]+", "_", text).strip("_")
 
 
-def run_one(ctx, case, tool, scenario, rep, src, dst, expected, bucket_opts, runs,
-            failures):
-    """One timed run; appends its record to RUNS and returns it."""
-    a = ctx["args"]
+def run_files(ctx, name):
+    """(log, JSON) of the run NAME, in the case's logs/ and json/."""
     d = ctx["case_dir"]
-    name = "%s-%s-rep%d" % (slug(tool.label), scenario.split()[0], rep)
-    log_path = os.path.join(d, "logs", name + ".log")
-    json_path = os.path.join(d, "json", name + ".json")
-    remove_tree(json_path)
+    return os.path.join(d, "logs", name + ".log"), os.path.join(d, "json", name + ".json")
+
+
+def timed_run(ctx, fields, argv, log_path, json_path, src, dst, expected, initial, check):
+    """One timed run of ARGV and its record (FIELDS: what ran, first), not yet kept:
+    DST removed first when INITIAL, the page cache dropped, the hosts' sshds' CPU
+    counted, msrsync's --json read from JSON_PATH (None: plain rsync), the copy checked
+    against SRC (EXPECTED, its TreeCount) when CHECK.  record["ok"] and
+    record["problems"] say how it went."""
+    a = ctx["args"]
+    if json_path is not None:
+        remove_tree(json_path)
     t0 = time.monotonic()
-    if scenario == SCENARIO_INITIAL:
+    if initial:
         remove_tree(dst)
     dropped = settle_caches(not a.no_drop_caches)
     prep = time.monotonic() - t0
-    argv = tool_argv(tool, src, dst, a, bucket_opts, json_path)
     hosts = ctx["hosts"]
     ticks0 = sshd_ticks(hosts)
     m = measure(argv, log_path, ctx["spawner"])
     idle = all(wait_idle(ctx["servers"], h.pid) for h in hosts if h.pid is not None)
     sshd_cpu = (sshd_ticks(hosts) - ticks0) / float(ctx["clk_tck"])
-    summary = read_json(json_path) if tool.kind != "rsync" else None
-    record = {
-        "case": case, "rep": rep, "tool": tool.label, "kind": tool.kind,
-        "slots": tool.slots, "scenario": scenario, "argv": argv, "wall_s": m.wall,
+    summary = read_json(json_path) if json_path is not None else None
+    record = dict(fields)
+    record.update({
+        "argv": argv, "wall_s": m.wall,
         "cpu_user_s": m.user, "cpu_sys_s": m.sys, "cpu_s": m.user + m.sys,
         "sshd_cpu_s": sshd_cpu, "maxrss_kib": m.maxrss_kib, "exit_code": m.exit_code,
         "cache_dropped": dropped, "untimed_prep_s": prep, "loadavg_after": loadavg(),
         "log": log_path, "check": None, "buckets": None, "rsync_processes": None,
         "hosts": None,
-    }
+    })
     problems = []
     if m.exit_code != 0:
         problems.append(exit_problem(m.exit_code, log_path))
@@ -365,22 +394,38 @@ def run_one(ctx, case, tool, scenario, rep, src, dst, expected, bucket_opts, run
         record["rsync_processes"] = summary.get("rsync_processes")
         record["hosts"] = [{"host": h.get("host"), "buckets": h.get("buckets"),
                             "failures": h.get("failures")} for h in summary.get("hosts", [])]
-    elif tool.kind != "rsync" and m.exit_code == 0:
+    elif json_path is not None and m.exit_code == 0:
         problems.append("msrsync wrote no --json summary to %s" % json_path)
-    if scenario == SCENARIO_INITIAL or ctx["rerun_only"]:
-        check = bench.check_copy(src, dst, expected, a, log_path)
-        record["check"] = "ok" if not check else "; ".join(check)
-        problems += check
+    if check:
+        found = bench.check_copy(src, dst, expected, a, log_path)
+        record["check"] = "ok" if not found else "; ".join(found)
+        problems += found
     if not idle:
         problems.append("a host's sshd still had sessions 60 s after the run")
     record["ok"] = not problems
     record["problems"] = problems
+    return record
+
+
+def run_one(ctx, case, tool, scenario, rep, src, dst, expected, bucket_opts, runs,
+            failures):
+    """One timed run; appends its record to RUNS and returns it."""
+    a = ctx["args"]
+    name = "%s-%s-rep%d" % (slug(tool.label), scenario.split()[0], rep)
+    log_path, json_path = run_files(ctx, name)
+    argv = tool_argv(tool, src, dst, a, bucket_opts, json_path)
+    record = timed_run(
+        ctx, {"case": case, "rep": rep, "tool": tool.label, "kind": tool.kind,
+              "slots": tool.slots, "scenario": scenario},
+        argv, log_path, json_path if tool.kind != "rsync" else None, src, dst, expected,
+        scenario == SCENARIO_INITIAL, scenario == SCENARIO_INITIAL or ctx["rerun_only"])
     runs.append(record)
     log("rep %d  %-34s %-17s %7.2fs  cpu %6.2fs  sshd %5.2fs  buckets %4s  %s  (prep %.1fs)"
-        % (rep, tool.label, scenario, m.wall, m.user + m.sys, sshd_cpu,
+        % (rep, tool.label, scenario, record["wall_s"], record["cpu_s"],
+           record["sshd_cpu_s"],
            record["buckets"] if record["buckets"] is not None else "-",
-           "ok" if not problems else "FAILED", prep))
-    note_failure(failures, "%s, %s, rep %d" % (tool.label, scenario, rep), problems)
+           "ok" if record["ok"] else "FAILED", record["untimed_prep_s"]))
+    note_failure(failures, "%s, %s, rep %d" % (tool.label, scenario, rep), record["problems"])
     return record
 
 
@@ -651,6 +696,327 @@ def run_sshfs_case(ctx):
 
 
 # ---------------------------------------------------------------------------
+# Case slope: what a bucket costs on a host, its start-up apart
+# ---------------------------------------------------------------------------
+
+# One slope tree: its name (small, large), path, TreeCount, the buckets msrsync -f F cuts
+# it in, and a line about it.
+SlopeTree = collections.namedtuple("SlopeTree", "name path count buckets about")
+
+# One tool of the slope case: label (the table's), layout (the same without the version),
+# kind (local, netns, ssh), version (None, or new/old with --compare), msrsync (its path),
+# args (its options before -f, as run) and shown (the same for the table).
+SlopeTool = collections.namedtuple("SlopeTool",
+                                   "label layout kind version msrsync args shown")
+
+
+def build_slope_tree(path, buckets, files, seed):
+    """PATH with BUCKETS x FILES entries that msrsync -f FILES cuts in BUCKETS buckets of
+    FILES entries each: FILES - 1 files in PATH itself (PATH and its files: one bucket of
+    its own, run without recursion) and BUCKETS - 1 directories b0001... of FILES - 1
+    files each (a subtree of FILES entries: a bucket each, run with -r).  Sizes of 0-8
+    KiB and contents as bench.py's tree; bucket B's files depend on (SEED, B) alone, so
+    that the small tree is the first buckets of the large one."""
+    block = random_block(random.Random(seed), MiB)
+    width = len(str(max(files - 2, 1)))
+    os.makedirs(path)
+    for b in range(buckets):
+        d = path if b == 0 else os.path.join(path, "b%04d" % b)
+        if b:
+            os.makedirs(d)
+        rng = random.Random(seed * 10000 + b)
+        for i in range(files - 1):
+            size = rng.getrandbits(MAX_FILE_SIZE_BITS)
+            offset = rng.getrandbits(20) % (MiB - size + 1)
+            with open(os.path.join(d, "f%0*d.dat" % (width, i)), "wb") as f:
+                f.write(block[offset:offset + size])
+
+
+def slope_trees(workdir, args):
+    """The small and the large tree of the slope case, built or reused (cached_tree)."""
+    trees = {}
+    for name, buckets in (("small", args.slope_small), ("large", args.slope_large)):
+        files = args.slope_bucket_files
+        params = {"kind": "slope", "buckets": buckets, "files": files,
+                  "seed": args.seed + 70, "hosts_version": HOSTS_VERSION}
+        path, count, _ = cached_tree(
+            workdir, "slope-%dx%d" % (buckets, files), params,
+            lambda p, b=buckets, f=files: build_slope_tree(p, b, f, args.seed + 70))
+        trees[name] = SlopeTree(name, path, count, buckets, "%d buckets: %s files in %s "
+                                "directories, %.1f MiB" % (
+                                    buckets, format(count.files, ","),
+                                    format(count.dirs, ","), count.bytes / float(MiB)))
+    return trees
+
+
+def slope_versions(args):
+    """[(version, msrsync path)]: (None, --msrsync) alone, or with --compare ("new",
+    --msrsync) and ("old", the other)."""
+    if not args.compare_path:
+        return [(None, args.msrsync)]
+    return [("new", args.msrsync), ("old", args.compare_path)]
+
+
+def slope_tools(hosts, ip_path, conf_shown, versions):
+    """Local workers, 2 hosts x 2 rsyncs over ip netns exec, the same over ssh: as many
+    rsyncs at once in each; with two versions each layout twice, side by side."""
+    ns = [h.netns for h in hosts][:SLOPE_HOSTS]
+    names = hosts.aliases[:SLOPE_HOSTS]
+    shown_ns = ["NS%d" % (i + 1) for i in range(SLOPE_HOSTS)]
+    spec = lambda hs: ",".join("%s:%d" % (h, SLOPE_SLOTS) for h in hs)    # noqa: E731
+    slots = SLOPE_HOSTS * SLOPE_SLOTS
+    layouts = [
+        ("local: -p %d" % slots, "local", ["-p", str(slots)], ["-p", str(slots)]),
+        ("netns: --hosts %s" % spec(shown_ns), "netns",
+         ["--hosts", spec(ns), "--host-shell", "%s netns exec" % ip_path],
+         ["--hosts", spec(shown_ns), "--host-shell", "ip netns exec"]),
+        ("ssh: --hosts %s" % spec(names), "ssh",
+         ["--hosts", spec(names), "--host-shell", hosts.shell],
+         ["--hosts", spec(names), "--host-shell", "ssh -F %s" % conf_shown]),
+    ]
+    tools = []
+    for layout, kind, argv, shown in layouts:
+        for version, path in versions:
+            label = layout if version is None else "%s %s" % (version, layout)
+            tools.append(SlopeTool(label, layout, kind, version, path, argv, shown))
+    return tools
+
+
+def slope_argv(tool, src, dst, files, json_path, shown=False):
+    prefix = ["msrsync"] if shown else command_prefix(tool.msrsync)
+    return (prefix + (tool.shown if shown else tool.args) + ["-f", str(files)]
+            + ["--json", "RUN.json" if shown else json_path]
+            + [src.rstrip("/") + "/", dst.rstrip("/") + "/"])
+
+
+def slope_run(ctx, tool, tree, rep, dst, runs, failures):
+    """One timed copy of the slope tree TREE into an empty DST."""
+    a = ctx["args"]
+    name = "%s-%s-rep%d" % (slug(tool.label), tree.name, rep)
+    log_path, json_path = run_files(ctx, name)
+    argv = slope_argv(tool, tree.path, dst, a.slope_bucket_files, json_path)
+    record = timed_run(
+        ctx, {"case": "slope", "rep": rep, "tool": tool.label, "layout": tool.layout,
+              "kind": tool.kind, "version": tool.version, "tree": tree.name,
+              "expected_buckets": tree.buckets, "scenario": SCENARIO_INITIAL},
+        argv, log_path, json_path, tree.path, dst, tree.count, True, True)
+    runs.append(record)
+    log("round %d  %-36s %-5s %7.2fs  cpu %6.2fs  sshd %5.2fs  buckets %4s/%d  %s  "
+        "(prep %.1fs)" % (
+            rep, tool.label, tree.name, record["wall_s"], record["cpu_s"],
+            record["sshd_cpu_s"],
+            record["buckets"] if record["buckets"] is not None else "-", tree.buckets,
+            "ok" if record["ok"] else "FAILED", record["untimed_prep_s"]))
+    note_failure(failures, "%s, %s tree, round %d" % (tool.label, tree.name, rep),
+                 record["problems"])
+    return record
+
+
+def run_slope_rounds(ctx, tools, trees):
+    """--slope-rounds rounds; in each every tool (the order rotated a place a round)
+    copies the small tree then the large one (the large first in even rounds), each
+    into an empty DEST, the page cache dropped before each."""
+    a = ctx["args"]
+    d = make_run_dirs(ctx["case_dir"])
+    dst = os.path.join(d, "dst")
+    runs, failures = [], []
+    for rep in range(1, a.slope_rounds + 1):
+        log("slope: round %d/%d" % (rep, a.slope_rounds))
+        order = ("small", "large") if rep % 2 else ("large", "small")
+        for tool in rotation(tools, rep):
+            for name in order:
+                slope_run(ctx, tool, trees[name], rep, dst, runs, failures)
+    remove_tree(dst)
+    return runs, failures
+
+
+def slope_pairs(runs, label):
+    """The rounds of the tool LABEL whose two runs were good and ran more buckets on the
+    large tree: per round its times, buckets, slope (seconds a bucket), intercept and
+    CPU slope (the tool's tree and the hosts' sshds)."""
+    by_round = collections.OrderedDict()
+    for r in runs:
+        if r["tool"] == label:
+            by_round.setdefault(r["rep"], {})[r["tree"]] = r
+    pairs = []
+    for rep, got in by_round.items():
+        small, large = got.get("small"), got.get("large")
+        if not (small and large and small["ok"] and large["ok"]):
+            continue
+        bs, bl = small["buckets"], large["buckets"]
+        if bs is None or bl is None or bl <= bs:
+            continue
+        slope = (large["wall_s"] - small["wall_s"]) / (bl - bs)
+        cpu = ((large["cpu_s"] + large["sshd_cpu_s"]) -
+               (small["cpu_s"] + small["sshd_cpu_s"])) / (bl - bs)
+        pairs.append({"round": rep, "small_s": small["wall_s"], "large_s": large["wall_s"],
+                      "buckets": [bs, bl], "slope_s": slope,
+                      "intercept_s": small["wall_s"] - bs * slope, "cpu_slope_s": cpu})
+    return pairs
+
+
+def summarize_slope(tools, runs, trees):
+    """One row per tool: its rounds, the buckets its runs ran, the medians of its small
+    and large copies, of its slope (min, max) and intercept, and its slope against the
+    local one of the same msrsync (ratio_to_local: of the medians; round_ratio: the
+    median of the ratios round by round) and, with --compare, against the old msrsync's
+    in the same layout."""
+    rows = []
+    for tool in tools:
+        mine = [r for r in runs if r["tool"] == tool.label]
+        good = [r for r in mine if r["ok"]]
+        row = {"tool": tool.label, "layout": tool.layout, "kind": tool.kind,
+               "version": tool.version, "msrsync": tool.msrsync, "runs": len(mine),
+               "ok_runs": len(good), "expected_buckets": [trees["small"].buckets,
+                                                          trees["large"].buckets]}
+        for name in ("small", "large"):
+            these = [r for r in good if r["tree"] == name]
+            row["%s_s" % name] = median_or_none(r["wall_s"] for r in these)
+            row["%s_buckets" % name] = sorted(set(r["buckets"] for r in these
+                                                  if r["buckets"] is not None))
+        pairs = slope_pairs(runs, tool.label)
+        row["pairs"] = pairs
+        row["rounds"] = len(pairs)
+        if pairs:
+            slopes = [p["slope_s"] for p in pairs]
+            row.update({
+                "slope_ms": 1000.0 * statistics.median(slopes),
+                "slope_min_ms": 1000.0 * min(slopes), "slope_max_ms": 1000.0 * max(slopes),
+                "intercept_s": statistics.median(p["intercept_s"] for p in pairs),
+                "cpu_slope_ms": 1000.0 * statistics.median(p["cpu_slope_s"]
+                                                           for p in pairs),
+            })
+        rows.append(row)
+    by_key = dict(((r["version"], r["kind"]), r) for r in rows)
+    for row in rows:
+        local = by_key.get((row["version"], "local"))
+        row["ratio_to_local"] = row["round_ratio"] = row["round_ratio_range"] = None
+        if local is not None and local.get("slope_ms") and local["slope_ms"] > 0 \
+                and row.get("slope_ms") is not None:
+            row["ratio_to_local"] = row["slope_ms"] / local["slope_ms"]
+            base = dict((p["round"], p["slope_s"]) for p in local["pairs"])
+            ratios = [p["slope_s"] / base[p["round"]] for p in row["pairs"]
+                      if base.get(p["round"], 0) > 0]
+            if ratios:
+                row["round_ratio"] = statistics.median(ratios)
+                row["round_ratio_range"] = [min(ratios), max(ratios)]
+        old = by_key.get(("old", row["kind"])) if row["version"] == "new" else None
+        row["ratio_to_old"] = None
+        if old is not None and old.get("slope_ms") and old["slope_ms"] > 0 \
+                and row.get("slope_ms") is not None:
+            row["ratio_to_old"] = row["slope_ms"] / old["slope_ms"]
+    return rows
+
+
+def slope_table(rows, compare):
+    cols = ["tool", "rounds", "buckets", "small s", "large s", "ms/bucket", "min", "max",
+            "start-up s", "ratio to local", "CPU ms/bucket"] + (
+                ["ratio to old"] if compare else [])
+    out = ["| " + " | ".join(cols) + " |", "|---|" + "---:|" * (len(cols) - 1)]
+    f1 = lambda v: "%.1f" % v if v is not None else "-"    # noqa: E731
+    fs = lambda v: fmt_seconds(v) if v is not None else "-"    # noqa: E731
+
+    def buckets(values):
+        return "-".join(str(v) for v in (values[:1] + values[-1:] if len(values) > 1
+                                         else values)) or "-"
+    for r in rows:
+        rounds = "%d" % r["rounds"]
+        if r["ok_runs"] != r["runs"]:
+            rounds += " (%d/%d runs ok)" % (r["ok_runs"], r["runs"])
+        cells = [r["tool"], rounds,
+                 "%s/%s" % (buckets(r["small_buckets"]), buckets(r["large_buckets"])),
+                 fs(r["small_s"]), fs(r["large_s"]), f1(r.get("slope_ms")),
+                 f1(r.get("slope_min_ms")), f1(r.get("slope_max_ms")),
+                 fs(r.get("intercept_s")), fmt_ratio(r["ratio_to_local"]),
+                 f1(r.get("cpu_slope_ms"))] + (
+                     [fmt_ratio(r["ratio_to_old"])] if compare else [])
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def bucket_check(rows, trees):
+    """The buckets msrsync ran against those the trees are cut for, in a line."""
+    want = (trees["small"].buckets, trees["large"].buckets)
+    off = ["%s ran %s/%s" % (r["tool"], ",".join(map(str, r["small_buckets"])) or "-",
+                             ",".join(map(str, r["large_buckets"])) or "-")
+           for r in rows if (r["small_buckets"], r["large_buckets"]) != ([want[0]],
+                                                                         [want[1]])]
+    if not off:
+        return "buckets run (each run's --json buckets_total): %d and %d in every good " \
+               "run, as the trees are cut" % want
+    return ("buckets run (each run's --json buckets_total) NOT always %d and %d: %s; "
+            "the slopes use the buckets each run reported" % (want[0], want[1],
+                                                                "; ".join(off)))
+
+
+def run_slope_case(ctx):
+    a = ctx["args"]
+    trees = ctx["slope_trees"]
+    versions = slope_versions(a)
+    compare = len(versions) > 1
+    tools = slope_tools(ctx["rig"].hosts, ctx["ip"], ctx["conf_shown"], versions)
+    ctx["case_dir"] = os.path.join(ctx["workdir"], "runs", "slope")
+    small, large = trees["small"], trees["large"]
+    title = ("4. a bucket's cost (slope of run time over buckets): %d and %d buckets of "
+             "%s entries, %d paired round(s)" % (small.buckets, large.buckets,
+                                             format(a.slope_bucket_files, ","),
+                                             a.slope_rounds))
+    t0, la0 = time.monotonic(), loadavg()
+    runs, failures = run_slope_rounds(ctx, tools, trees)
+    seconds = time.monotonic() - t0
+    rows = summarize_slope(tools, runs, trees)
+    dropped = sum(1 for r in runs if r["cache_dropped"])
+    per_tree = [{"tool": r["tool"], "tree": name, "median_s": r["%s_s" % name]}
+                for r in rows for name in ("small", "large") if r["%s_s" % name]]
+    outliers = find_slow_runs(runs, per_tree, ("tool", "tree"),
+                              lambda r: "%s, %s tree" % (r["tool"], r["tree"]),
+                              OUTLIER_FACTOR)
+    lines = [
+        "trees: small %s; large %s; in each, SRC/ holds %s files and each further "
+        "bucket is a directory of as many (0-8 KiB each): with -f %d msrsync cuts one "
+        "bucket of SRC/ itself and one a directory, each %s entries; the small tree is "
+        "the first buckets of the large one" % (
+            small.about, large.about, format(a.slope_bucket_files - 1, ","),
+            a.slope_bucket_files, format(a.slope_bucket_files, ",")),
+        "commands: %s" % "; ".join(collections.OrderedDict.fromkeys(
+            "`%s`" % " ".join(shlex.quote(x) for x in slope_argv(
+                t, "SRC", "DST", a.slope_bucket_files, None, shown=True)) for t in tools)),
+    ]
+    if compare:
+        lines.append("msrsync(new): %s; msrsync(old): %s (--compare %s); both in every "
+                     "round, side by side" % (a.msrsync, a.compare_path, a.compare))
+    lines += [
+        "hosts: NS1, NS2 are the namespaces of h1, h2 by name (`ip netns exec NS sh`: no "
+        "ssh), h1, h2 the same over `ssh -F CONF`; every layout runs %d rsyncs at once"
+        % (SLOPE_HOSTS * SLOPE_SLOTS),
+        "each round: every tool (the order rotated a place a round) copies the small tree "
+        "then the large one (in even rounds the large first) into an empty DEST (removed "
+        "untimed), counts and bytes checked after each copy; page cache dropped before "
+        "%d of %d runs" % (dropped, len(runs)),
+        "ms/bucket = the median over rounds of (large s - small s) / (large's buckets - "
+        "small's buckets), each run's buckets from its --json (min, max: the rounds' "
+        "extremes); start-up s = the median of small s - small's buckets x that round's "
+        "slope (the intercept: msrsync's start, its host checks and logins, its end); "
+        "ratio to local = ms/bucket / the local layout's ms/bucket of the same msrsync; "
+        "CPU ms/bucket = the same slope of the CPU (the tool and what it waited for, plus "
+        "the hosts' sshds and their sessions)" + (
+            "; ratio to old = new's ms/bucket / old's in the same layout" if compare
+            else ""),
+        "ratio to local round by round (the median and range of each round's slope over "
+        "the local one's in the same round): %s" % ("; ".join(
+            "%s %.2f (%.2f-%.2f)" % (r["tool"], r["round_ratio"], r["round_ratio_range"][0],
+                                     r["round_ratio_range"][1])
+            for r in rows if r["kind"] != "local" and r["round_ratio"] is not None) or "-"),
+        bucket_check(rows, trees),
+        "%.0f s; %s" % (seconds, load_span(la0, loadavg())),
+    ]
+    res = {"case": "slope", "title": title, "lines": lines, "rows": rows, "runs": runs,
+           "failures": failures, "outliers": outliers,
+           "table": slope_table(rows, compare), "skipped": None}
+    return [res]
+
+
+# ---------------------------------------------------------------------------
 # Set-up
 # ---------------------------------------------------------------------------
 
@@ -676,14 +1042,25 @@ def start_sshfs(ctx):
     return None
 
 
-def check_msrsync(args):
-    require_msrsync(args.msrsync)
-    version = msrsync_version(args.msrsync)
-    text = output_of(command_prefix(args.msrsync) + ["--help"])
+def check_msrsync(path, option="--msrsync PATH"):
+    require_msrsync(path)
+    version = msrsync_version(path)
+    text = output_of(command_prefix(path) + ["--help"])
     if "--hosts" not in text or "--host-shell" not in text:
         raise BenchError("%s has no --hosts/--host-shell (the worker hosts): give one that "
-                         "has them with --msrsync PATH" % args.msrsync)
+                         "has them with %s" % (path, option))
     return version
+
+
+def compare_msrsync(args, workdir):
+    """--compare OLD as a file: OLD itself when it is one, else msrsync's file at git
+    revision OLD of this repository, written into WORKDIR (longtail.extract_old).
+    Returns its path and what it was taken from."""
+    args.compare_extracted = not os.path.isfile(args.compare)
+    if not args.compare_extracted:
+        return os.path.abspath(args.compare), args.compare
+    path, short = longtail.extract_old(args.compare, workdir)
+    return path, "git revision %s (%s)" % (args.compare, short)
 
 
 def environment(args, workdir, msrsync_version):
@@ -704,6 +1081,16 @@ def environment(args, workdir, msrsync_version):
     return env
 
 
+def compare_environment(env, args, origin):
+    """The --compare msrsync in ENV: its version, path, sha256 and where it came from."""
+    env.update({
+        "compare_msrsync": check_msrsync(args.compare_path, "--compare OLD"),
+        "compare_msrsync_path": args.compare_path,
+        "compare_msrsync_sha256": file_digest(args.compare_path),
+        "compare_from": origin,
+    })
+
+
 
 def print_header(env, ctx):
     a = ctx["args"]
@@ -712,6 +1099,10 @@ def print_header(env, ctx):
     print("- rsync: %s" % env["rsync"])
     print("- msrsync: %s (%s, sha256 %s)" % (env["msrsync"], env["msrsync_path"],
                                             (env["msrsync_sha256"] or "?")[:12]))
+    if "compare_msrsync" in env:
+        print("- old msrsync (--compare, case slope): %s (%s, from %s, sha256 %s)" % (
+            env["compare_msrsync"], env["compare_msrsync_path"], env["compare_from"],
+            (env["compare_msrsync_sha256"] or "?")[:12]))
     print("- python: %s" % env["python"])
     print("- cpus: %d (%s)" % (env["cpus"], env["cpu_model"]))
     print("- kernel: %s" % env["kernel"])
@@ -731,13 +1122,19 @@ def print_header(env, ctx):
         print("- dataset: %s" % env["dataset"])
     if "sshfs_dataset" in env:
         print("- sshfs dataset: %s" % env["sshfs_dataset"])
-    print("- cases: %s; %d repetition(s), tools interleaved round-robin, medians; page "
-          "cache %s before every run" % (
-              ", ".join(a.only), a.reps,
+    if "slope_dataset" in env:
+        print("- slope trees: %s" % env["slope_dataset"])
+    print("- cases: %s; %s, tools interleaved round-robin, medians; page cache %s before "
+          "every run" % (
+              ", ".join(a.only), "; ".join(
+                  (["%d repetition(s)" % a.reps] if set(a.only) - {"slope"} else [])
+                  + (["slope: %d paired round(s)" % a.slope_rounds]
+                     if "slope" in a.only else [])),
               "not dropped (--no-drop-caches)" if a.no_drop_caches else
               "dropped (as root)"))
-    print("- ratio to rsync = median / plain rsync's median in the same table (below 1 is "
-          "faster)")
+    if set(a.only) - {"slope"}:
+        print("- ratio to rsync = median / plain rsync's median in the same table (below 1 "
+              "is faster)")
     print_header_end(env)
 
 
@@ -750,12 +1147,14 @@ def parse_args(argv):
         "python3 bench/hosts.py --quick --reps 1",
         "python3 bench/hosts.py --json hosts.json",
         "python3 bench/hosts.py --only copy,rerun --files 20000",
-        "python3 bench/hosts.py --only sshfs --sshfs-files 2000"])
+        "python3 bench/hosts.py --only sshfs --sshfs-files 2000",
+        "python3 bench/hosts.py --only slope --json slope.json",
+        "python3 bench/hosts.py --only slope --compare HEAD~1"])
     p.add_argument("--quick", action="store_true",
-                   help="small sizes (%d files, sshfs %d), a few minutes"
-                   % (QUICK["files"], QUICK["sshfs_files"]))
+                   help="small sizes (%d files, sshfs %d, slope -f %d), a few minutes"
+                   % (QUICK["files"], QUICK["sshfs_files"], QUICK["slope_bucket_files"]))
     p.add_argument("--only", metavar="CASE[,CASE]",
-                   help="run these cases only: copy, rerun, sshfs [all]")
+                   help="run these cases only: copy, rerun, sshfs, slope [all]")
     p.add_argument("--reps", type=positive_int, default=3, help="repetitions [3]")
     p.add_argument("--files", type=positive_int,
                    help="files of the small-file tree (copy, rerun) [%d, quick %d]"
@@ -776,6 +1175,21 @@ def parse_args(argv):
                         "buckets]")
     p.add_argument("--delay-ms", type=float, default=0.5,
                    help="sshfs: added to each direction by the relay [0.5]")
+    p.add_argument("--slope-bucket-files", type=positive_int, metavar="F",
+                   help="slope: entries a bucket (msrsync -f F; F - 1 files a bucket "
+                        "directory), at least 2 [%d, quick %d]"
+                   % (FULL["slope_bucket_files"], QUICK["slope_bucket_files"]))
+    p.add_argument("--slope-small", type=positive_int, default=8, metavar="N",
+                   help="slope: buckets of the small tree [8]")
+    p.add_argument("--slope-large", type=positive_int, default=48, metavar="N",
+                   help="slope: buckets of the large tree, more than --slope-small [48]")
+    p.add_argument("--slope-rounds", type=positive_int, default=5, metavar="N",
+                   help="slope: paired rounds (every layout copies both trees in each) "
+                        "[5]")
+    p.add_argument("--compare", metavar="OLD",
+                   help="slope: also run this msrsync, a file or a git revision of this "
+                        "repository (its msrsync), side by side with --msrsync in every "
+                        "round: a before/after comparison in one session [none]")
     p.add_argument("--msrsync", default=DEFAULT_MSRSYNC, metavar="PATH",
                    help="msrsync to test, one with --hosts [../msrsync next to this script]")
     p.add_argument("--rsync", default="rsync", metavar="PATH",
@@ -792,6 +1206,13 @@ def parse_args(argv):
         args.only = [c for c in CASES if c in wanted]
     else:
         args.only = list(CASES)
+    if args.slope_bucket_files < 2:
+        p.error("--slope-bucket-files must be >= 2")
+    if args.slope_large <= args.slope_small:
+        p.error("--slope-large must be more than --slope-small")
+    if args.compare and "slope" not in args.only:
+        p.error("--compare is for the slope case (--only slope, or all cases)")
+    args.compare_path, args.compare_extracted = None, False
     if args.sshfs_bucket_files is None:
         args.sshfs_bucket_files = max(10, args.sshfs_files // 20)
     elif args.sshfs_bucket_files < 0:
@@ -808,7 +1229,7 @@ def run(args):
         raise BenchError("needs root: it makes network namespaces and veth pairs, runs an "
                          "sshd in each and drops the page cache (run it as root, e.g. sudo "
                          "python3 bench/hosts.py ...)")
-    msrsync_version = check_msrsync(args)
+    msrsync_version = check_msrsync(args.msrsync)
     rig = Rig()
     atexit.register(rig.close)
     rig.servers = load_servers()
@@ -824,6 +1245,9 @@ def run(args):
     results, failed = [], False
     t_all = time.monotonic()
     try:
+        if args.compare:
+            args.compare_path, origin = compare_msrsync(args, workdir)
+            compare_environment(env, args, origin)
         # datasets: bench.py's tree (src/, dataset.json) and suite.py's sshfs tree
         if set(args.only) & {"copy", "rerun"}:
             src, expected, _ = bench.prepare_dataset(workdir, args.files, args.seed)
@@ -845,6 +1269,10 @@ def run(args):
             env["sshfs_dataset"] = "%s, seed %d, suite.py's sshfs tree" % (
                 ctx["sshfs_data"].about, args.seed + 40)
             ctx["sshfs_skip"] = start_sshfs(ctx)
+        if "slope" in args.only:
+            ctx["slope_trees"] = trees = slope_trees(workdir, args)
+            env["slope_dataset"] = "%s; seed %d" % ("; ".join(
+                "%s: %s" % (t.name, t.about) for t in trees.values()), args.seed + 70)
         # the hosts, once the sshfs mount is there for their sshds to see
         log("starting %d hosts" % N_HOSTS)
         rig.hosts = make_hosts(netns, rig.servers, os.path.join(workdir, "hosts"), N_HOSTS)
@@ -870,6 +1298,10 @@ def run(args):
             for res in run_sshfs_case(ctx):
                 print_result(res)
                 results.append(res)
+        if "slope" in args.only:
+            for res in run_slope_case(ctx):
+                print_result(res)
+                results.append(res)
         failed = any(r["failures"] for r in results)
     finally:
         rig.close()
@@ -883,6 +1315,8 @@ def run(args):
     env["loadavg_end"] = loadavg()
     env["total_s"] = time.monotonic() - t_all
     problems = changed_since(args.msrsync, env["msrsync_sha256"])
+    if "compare_msrsync_sha256" in env and not args.compare_extracted:
+        problems += changed_since(args.compare_path, env["compare_msrsync_sha256"])
     if rig.leftovers:
         problems.append("left after the teardown: %s" % "; ".join(rig.leftovers))
     if rig.relay_stats:
