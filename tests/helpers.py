@@ -24,6 +24,8 @@ import tempfile
 import time
 import types
 
+import pytest
+
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 PROJECT_DIR = os.path.dirname(TESTS_DIR)
 MSRSYNC = os.path.join(PROJECT_DIR, "msrsync")
@@ -48,6 +50,11 @@ SETTINGS = {
     "p8-f1": ["-p", "8", "-f", "1"],
     "p8-s1K": ["-p", "8", "-s", "1K"],
 }
+
+
+def settings(*names):
+    """The SETTINGS named, as parameters of a test (their names its ids)."""
+    return [pytest.param(SETTINGS[n], id=n) for n in names]
 
 
 # --------------------------------------------------------------------------- processes
@@ -541,6 +548,40 @@ def extras(dest, under=b""):
     spec[b"many/extra fifo"] = ("fifo",)
     build(os.path.join(os.fsencode(dest), under), spec)
     age(dest, 10 ** 9, everything=True)
+
+
+def filter_tree(root):
+    """Names for filter rules to tell apart: globs, anchors, "**", character classes,
+    wildcard characters in names, a file and directories named alike at several depths."""
+    spec = {
+        "top.txt": "t\n", "top.o": "o\n", "build": "a file named build\n",
+        "src/main.c": "c\n", "src/util.c": "c\n", "src/util.o": "o\n",
+        "src/build/out.bin": "bin\n", "src/build/sub/deeper.bin": "bin\n",
+        "cache/sub/x": "x\n", "cache/keep": "k\n", "a/cache/y": "y\n",
+        "keep/k1": "k\n", "keep/deep/k2": "k\n",
+        "9dir/n": "n\n", "9file": "9\n", "Upper/u": "u\n", "lower/l": "l\n",
+        "br[ack]et": "b\n", "q?mark": "q\n", "star*name": "s\n",
+        "a/b/c/deep.txt": "d\n", "a/b/deep.txt": "d\n", "deep.txt": "d\n",
+        "notes/readme.md": "r\n", "notes/sub/x": "x\n",
+        "sp ace/f 1": "s\n",
+    }
+    return age(build(root, spec))
+
+
+def pruning_tree(root):
+    """Directory chains for -m to prune: empty ones (keep/ for a "P keep/" rule), one
+    whose only files are *.o, a directory named only.o, a file deep down, 25 sibling
+    directories of which one holds a file."""
+    d = "dir/"
+    spec = {"a/": d, "a/e/": d, "a/e/e2/": d, "a/x/": d, "a/x/f1": "1", "a/x/f2": "2",
+            "b/": d, "b/c/": d, "b/c/d/": d, "b/c/d/deep": "deep", "empty/": d,
+            "keep/": d, "keep/sub/": d, "only.o/": d, "objs/": d, "objs/x.o": "o",
+            "objs/y.o": "o", "many/": d, "top": "top"}
+    for i in range(25):
+        spec["many/e%02d/" % i] = d
+    spec["many/e07/z"] = "z"
+    build(root, spec)
+    age(root)
 
 
 def tree_stats(root):

@@ -137,7 +137,7 @@ def test_bad_rsync_option_exits_1(tmp_path, small_tree, opts):
 # SPEC.md also lists --delete*, --exclude/--include/--filter, -H, -x, -R,
 # --no-implied-dirs, -L, -k, -K, --copy-unsafe-links, --safe-links and --files-from as
 # refused "until later issues implement them"; they are implemented now (see
-# test_rsync_features.py and test_rsync_semantics.py).
+# test_filters.py, test_delete.py, test_rsync_features.py and test_rsync_semantics.py).
 REFUSED = [
     # (the --rsync string, the names the message may use for the refused option):
     # options of rsync's own processes, never a copy's

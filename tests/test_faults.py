@@ -511,39 +511,6 @@ def test_bucket_files_are_private(tmp_path):
         assert mode == 0o600, (name, oct(mode))
 
 
-@pytest.mark.parametrize("shape", ["dest-is-a-link", "a-parent-is-a-link"])
-def test_delete_through_a_symlinked_dest_stays_inside_it(tmp_path, shape):
-    """--delete with DEST (or a directory above it) a symlink: like rsync, the
-    link is followed and only what lies under DEST is deleted; the link itself,
-    its neighbours and everything beside the real directory stay."""
-    src = os.fsencode(tmp_path / "src")
-    build(src, {"keep": "k\n", "d/": "dir/", "d/f": "f\n"})
-    age(src)
-    dests = {}
-    for side in ("oracle", "msrsync"):
-        top = os.fsencode(tmp_path / side)
-        build(top, {"real/": "dir/", "real/xtra": "x\n", "real/d/": "dir/",
-                    "real/d/xtra": "x\n", "real/keep": "old\n", "beside/": "dir/",
-                    "beside/f": "b\n", "beside/d/": "dir/", "beside/d/f": "b\n"})
-        if shape == "dest-is-a-link":
-            os.symlink(b"real", os.path.join(top, b"dest"))
-            dests[side] = os.path.join(top, b"dest")
-        else:
-            os.symlink(b"real", os.path.join(top, b"via"))
-            dests[side] = os.path.join(top, b"via", b"d")
-        age(top)
-    oracle = run_rsync(src + b"/", dests["oracle"], opts=["-a", "--delete"])
-    cp = run_msrsync("-p", "3", "-f", "1", "--rsync", "-a --delete", src + b"/",
-                     dests["msrsync"])
-    assert oracle.returncode == 0, oracle.stderr
-    assert cp.returncode == 0, cp.stderr
-    assert os.path.islink(os.path.join(os.fsencode(tmp_path / "msrsync"),
-                                       b"dest" if shape == "dest-is-a-link" else b"via"))
-    assert os.path.exists(os.path.join(os.fsencode(tmp_path / "msrsync"), b"beside/d/f"))
-    assert_same_tree(os.fsencode(tmp_path / "oracle"), os.fsencode(tmp_path / "msrsync"),
-                     label_a="rsync", label_b="msrsync")
-
-
 def test_files_vanishing_mid_run_are_rsyncs_warning_24(tmp_path):
     """Files deleted from SRC while their bucket's rsync runs: rsync's "vanished"
     warning, exit 24 (not a failure to retry), everything else copied."""

@@ -11,6 +11,10 @@ nothing of the lost host may be left running or lying in DEST.
 The hosts are network namespaces with their own sshd (see netns.py). Where a case is not
 about the bound itself, the limits are made shorter through msrsync's environment
 (MSRSYNC_HOST_SILENCE, MSRSYNC_HOST_FENCE), so that it runs in seconds.
+
+One of the three files on worker hosts: test_hosts.py holds the options, the sessions
+and a host lost mid-run (and the runs and trees this file reuses), test_slurm.py the
+hosts of a real Slurm cluster.
 """
 
 import json

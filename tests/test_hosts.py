@@ -10,6 +10,14 @@ The oracle is plain rsync, as everywhere: ``rsync OPTS SRC/ oracle/dest`` agains
 ``msrsync ... --hosts ... --rsync "OPTS" SRC/ msrsync/dest``; the trees must be the same.
 Options that only slow a run down (--bwlimit, so a host can be lost while it works) are
 given to msrsync's rsyncs alone.
+
+Worker hosts are tested in three files, this one first: test_hosts.py (the options,
+the host sessions, what each host ran, a host lost mid-run), test_host_loss.py (hosts
+lost the hard ways: a cut link, a frozen or crashed host) and test_slurm.py (srun as
+the host shell on a real Slurm cluster); the other two reuse this file's runs and
+trees.  Hosts beside another feature are with that feature: --check (test_check.py),
+--metrics (test_metrics.py), readahead (test_readahead.py), --verify
+(test_verify.py), a remote DEST (test_remote.py), completion (test_completion.py).
 """
 
 import collections

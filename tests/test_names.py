@@ -57,27 +57,3 @@ def test_awkward_missing_src_is_named_in_the_message(tmp_path):
     d = differential(work, [missing, other], [], expect_rc=23)
     lines = [l for l in stderr_lines(d.msrsync) if "link_stat" in l]
     assert len(lines) == 1 and "missing 'q' " in lines[0], describe(d.msrsync)
-
-
-@pytest.mark.parametrize("name", [b"dir back\\slash", b"dir back\\slash *?", b"plain dir"],
-                         ids=["backslash", "backslash-and-wildcards", "control"])
-def test_a_pruned_directory_with_a_backslash_in_its_name_stays_out_like_rsync(tmp_path, name):
-    """msrsync names a directory the scan pruned (-m) in a filter rule of its
-    directory pass. A backslash escapes a wildcard only where the pattern holds one
-    (rsync(1)): "dir back\\\\slash", escaped, matched nothing, and the pass made the
-    directory rsync had pruned."""
-    src = os.path.join(os.fsencode(tmp_path), b"src")
-    os.makedirs(os.path.join(src, name))
-    os.makedirs(os.path.join(src, b"keep"))
-    for path in (os.path.join(src, name, b"x"), os.path.join(src, b"keep", b"a.log"),
-                 os.path.join(src, b"b.log")):
-        with open(path, "wb") as handle:
-            handle.write(b"x\n")
-    for directory in (os.path.join(src, name), os.path.join(src, b"keep"), src):
-        os.utime(directory, (1500000000, 1500000000))   # (see README: the same second)
-    # --chmod: directories may differ from SRC's by more than their mtime, so
-    # the directory pass runs
-    differential(os.path.join(os.fsencode(tmp_path), b"w"), [src + b"/"],
-                 ["-p", "2", "-f", "1"],
-                 rsync_opts=["-a", "-m", "--chmod=u+rwX,go-w", "--include=*/",
-                             "--include=*.log", "--exclude=*"])

@@ -1,109 +1,20 @@
-"""rsync options msrsync implements itself across buckets -- filter rules (applied by its
-scanner), the --delete family (a deletion pass after the copies) and -H (link groups kept
-in one bucket) -- on the awkward trees of this harness: names starting with '#', ';' or
-'-', with newlines and non-UTF-8 bytes, read-only directories, several SRCs.
-test_rsync_semantics.py covers the options themselves in depth; this file only adds
-what the awkward names and SRC forms can break."""
+"""rsync options msrsync implements itself across buckets -- -H (link groups kept in
+one bucket), the symlink options, -x, -R with --no-implied-dirs, the user's --files-from
+lists, --delay-updates and -y, --remove-source-files -- on the awkward trees of this
+harness: names starting with '#', ';' or '-', with newlines and non-UTF-8 bytes,
+read-only directories, several SRCs.
+test_rsync_semantics.py covers the pass-through options in depth; filter rules are in
+test_filters.py, the --delete family in test_delete.py."""
 
-import json
 import os
+import shlex
+import sys
 
 import pytest
 
-from helpers import (age, assert_same_tree, build, describe, differential, extras,
-                     hardlink_tree, make_tree, rsync_stats_figures, run_msrsync, run_rsync,
-                     snapshot, text)
-
-
-# ------------------------------------------------------------------ filter rules
-
-FILTERS = [
-    ["--exclude=#hash", "--exclude=;*"],
-    ["--exclude=\xff*", "--exclude=*\xe9*"],
-    ["--exclude=new?line", "--exclude=-*"],
-    ["--exclude=*\\*", "--exclude=star\\*?\\[x\\]"],
-    ["--exclude=read only/r00[0-4]", "--exclude=quote'*"],
-    ["--exclude=link*", "--exclude=fifo", "--exclude=.*"],
-    ["--exclude=d0?/", "--exclude=dir *"],
-    ["--include=many/", "--include=many/d01/***", "--exclude=*"],
-    ["--exclude=empty/", "--exclude=empty2", "--exclude=*/d1[0-5]/"],
-]
-@pytest.mark.parametrize("rules", FILTERS, ids=[" ".join(r) for r in FILTERS])
-def test_filter_rules_select_what_rsync_selects(tmp_path, small_src, rules):
-    differential(tmp_path, [small_src + b"/"], ["-p", "3", "-f", "9"],
-                 rsync_opts=["-aS", "--numeric-ids"] + rules)
-
-
-def test_filter_rules_with_several_srcs(tmp_path, weird_src):
-    other = make_tree(tmp_path / "in" / "other", "flat", n=12)
-    differential(tmp_path, [weird_src + b"/", other], ["-p", "3", "-f", "7"],
-                 rsync_opts=["-a", "--exclude=file00[0-4]", "--exclude=/other/file011",
-                             "--exclude=d01/"])
-
-
-# ------------------------------------------------------------------ --delete
-
-@pytest.mark.parametrize("opts", [["--delete"], ["--delete-after", "-v"],
-                                  ["--delete", "--exclude=#*", "--exclude=extra*"]],
-                         ids=["delete", "delete-after-v", "delete-exclude"])
-def test_delete_in_the_weird_tree(tmp_path, weird_src, opts):
-    d = differential(tmp_path, [weird_src + b"/"], ["-p", "3", "-f", "7"],
-                     rsync_opts=["-aS", "--numeric-ids"] + opts, prepare_dest=extras)
-    if "-v" in opts:
-        want = sorted(l for l in text(d.oracle.stdout).splitlines() if l.startswith("deleting"))
-        got = sorted(l for l in text(d.msrsync.stdout).splitlines() if l.startswith("deleting"))
-        assert got == want and got
-
-
-def test_delete_without_trailing_slash_keeps_dest_root_extras(tmp_path, weird_src):
-    def prepare(dest):
-        os.makedirs(dest)
-        extras(dest, b"src")
-        extras(dest)
-    differential(tmp_path, [weird_src], ["-p", "3", "-f", "7"],
-                 rsync_opts=["-a", "--delete"], prepare_dest=prepare)
-
-
-def test_delete_with_several_contents_srcs_shares_dest_root(tmp_path):
-    a = make_tree(tmp_path / "in" / "a", "small", seed=21)
-    b = age(build(tmp_path / "in" / "b", {"only in b/f": b"b\n", "b top": b"b\n"}), 10 ** 9,
-            everything=True)
-
-    def prepare(dest):
-        os.makedirs(dest)
-        extras(dest)
-        build(dest, {"only in b/extra": b"x"})
-        age(dest, 10 ** 9, everything=True)
-    differential(tmp_path, [a + b"/", b + b"/"], ["-p", "3", "-f", "7"],
-                 rsync_opts=["-a", "--delete"], prepare_dest=prepare)
-
-
-def test_delete_with_missing_src_deletes_nothing_like_rsync(tmp_path, weird_src):
-    differential(tmp_path, [weird_src + b"/", os.fsencode(tmp_path / "missing")],
-                 ["-p", "3", "-f", "7"], rsync_opts=["-a", "--delete"],
-                 prepare_dest=extras, expect_rc=23)
-
-
-def test_delete_counts_deleted_files_like_rsync(tmp_path, weird_src):
-    json_path = tmp_path / "del.json"
-    d = differential(tmp_path, [weird_src + b"/"], ["-p", "3", "-f", "7", "--json", json_path],
-                     rsync_opts=["-a", "--delete", "--stats"], prepare_dest=extras)
-    figures = rsync_stats_figures(d.oracle.stdout)
-    summary = json.loads(json_path.read_text())
-    assert summary["rsync_stats"]["files_deleted"] == figures["Number of deleted files"] > 0
-
-
-def test_delete_with_overlapping_srcs_is_refused_or_matches_rsync(tmp_path):
-    a = make_tree(tmp_path / "in" / "a", "flat", n=4, seed=1)
-    b = make_tree(tmp_path / "in" / "b", "flat", n=6, seed=2)
-    dest = tmp_path / "dest"
-    cp = run_msrsync("--rsync", "-a --delete", a + b"/", b + b"/", dest)
-    if cp.returncode == 4:
-        assert len(text(cp.stderr).splitlines()) == 1 and not os.path.exists(dest)
-    else:
-        o = run_rsync(a + b"/", b + b"/", tmp_path / "oracle", opts=["-a", "--delete"])
-        assert cp.returncode == o.returncode, describe(cp)
-        assert_same_tree(tmp_path / "oracle", dest, ignore_root_mtime=True)
+from helpers import (MSRSYNC, SETTINGS, age, assert_same_tree, build, contents, describe,
+                     differential, extras, filter_tree, hardlink_tree, p, pruning_tree,
+                     run_cmd, run_msrsync, run_rsync, snapshot, text)
 
 
 # ------------------------------------------------------------------ -H
@@ -235,6 +146,32 @@ def test_users_list_with_nothing_to_send_makes_no_dest_like_rsync(tmp_path, list
         assert not os.path.exists(dest), "%s made DEST" % name
 
 
+def test_a_list_from_a_closed_stdin_fails_like_rsync(tmp_path):
+    """--files-from=- with stdin closed: rsync cannot read its list (EBADF), exits
+    11 and makes nothing; msrsync read an empty list and reported success."""
+    src = filter_tree(tmp_path / "src")
+    for name, argv in (("rsync", ["rsync", "-a", "--files-from=-"]),
+                       ("msrsync", [sys.executable, MSRSYNC, "-p", "2",
+                                    "--rsync", "-a --files-from=-"])):
+        dest = os.fsencode(tmp_path / name)
+        cp = run_cmd(["sh", "-c", 'exec "$@" <&-', "sh"] + argv + [src + b"/", dest])
+        assert cp.returncode == 11 and b"Traceback" not in cp.stderr, describe(cp)
+        assert not os.path.exists(dest), describe(cp)
+    assert text(cp.stderr).splitlines() == [
+        "msrsync: error: cannot read --files-from -: stdin is closed"], describe(cp)
+
+
+@pytest.mark.parametrize("setting", ["p2-f1", "p8-f7"] if "p8-f7" in SETTINGS else ["p2-f1"])
+@pytest.mark.parametrize("rsync_opts", ["-a -R --no-R", "-a --no-d", "-a --no-relative"])
+def test_no_relative_and_no_dirs_are_no_ops_like_rsync(tmp_path, setting, rsync_opts):
+    """--no-R (after -R) and --no-d change nothing for rsync -r: msrsync keeps
+    them from its workers (their --files-from lists need -R and "dir/" entries)."""
+    src = tmp_path / "src"
+    pruning_tree(src)
+    differential(tmp_path, contents(src) + [os.fsencode(p(src, "a"))], SETTINGS[setting],
+                 shlex.split(rsync_opts))
+
+
 # ------------------------------------------------------------------ --delay-updates
 
 @pytest.mark.parametrize("partial_dir", [[], ["--partial-dir=.hold"]], ids=["default", "named"])
@@ -282,107 +219,7 @@ def test_fuzzy_with_workers_sharing_a_directory(tmp_path):
 
 
 # ------------------------------------------------------------------ found by a fuzz of
-# option dimensions (type changes under -b, overlapping SRCs, -R --no-implied-dirs)
-
-def _file_where_dest_has_a_directory(tmp_path, rel, opts):
-    """SRC has the file rel (and g), DEST the directory rel holding "inner": both tools
-    must exit 23. Returns rsync's and msrsync's DEST snapshots and msrsync's DEST."""
-    src = tmp_path / "src"
-    age(build(src, {rel: b"new\n", "g": b"other\n"}), 10 ** 9, everything=True)
-
-    def prepare(dest):
-        age(build(dest, {rel + "/inner": b"old\n"}), 1400000000, everything=True)
-    d = differential(tmp_path / "w", [os.fsencode(src) + b"/"], ["-p", "2", "-f", "1"],
-                     rsync_opts=opts, prepare_dest=prepare, expect_rc=23, compare=False)
-    return snapshot(d.oracle_dest), snapshot(d.msrsync_dest), d.msrsync_dest
-
-
-@pytest.mark.parametrize("opts", [["-a", "-b", "--delete"], ["-a", "-b", "--force"]],
-                         ids=["delete", "force"])
-def test_backups_of_a_directory_a_file_replaces_are_kept_like_rsync(tmp_path, opts):
-    """DEST has a directory where SRC has a file: rsync -b renames its contents to
-    backups, cannot remove it ("cannot delete non-empty directory") and exits 23.
-    msrsync took the failure for a race between workers and ran the bucket again,
-    whose rsync deleted the directory with the backups in it: exit 0, no backup."""
-    # (the root and f, where both wrote, keep the times of the run: rsync's failure
-    # leaves them so)
-    a, b, dest = _file_where_dest_has_a_directory(tmp_path, "f", opts)
-    for rel in (b".", b"f"):
-        assert (a[rel].pop("mtime_ns") > 1700 * 10 ** 15 and
-                b[rel].pop("mtime_ns") > 1700 * 10 ** 15)
-    assert_same_tree(a, b, label_a="rsync", label_b="msrsync")
-    assert os.path.exists(os.path.join(dest, b"f", b"inner~"))
-
-
-@pytest.mark.parametrize("kind,opts", [("file", ["-a", "--delete"]),
-                                       ("symlink", ["-a", "--delete"]),
-                                       ("file", ["-a", "--delete-excluded", "--exclude=*.o"]),
-                                       ("file", ["-rlt", "--delete-after"])],
-                         ids=["file", "symlink", "delete-excluded", "rlt"])
-def test_a_lone_src_replaces_a_nonempty_directory_with_delete_like_rsync(tmp_path, kind,
-                                                                         opts):
-    """A SRC that is a file or a symlink (no trailing slash), where DEST holds a
-    non-empty directory of its name: rsync's deletion lets it give way (exit 0), and
-    with --delete-excluded the excluded files in it too. msrsync's run of that lone
-    entry had neither the deletion options nor the copies' --force: "cannot delete
-    non-empty directory", exit 23."""
-    top = tmp_path / "top"
-    build(top, {"target/f": b"t\n",
-                "lone": b"lone\n" if kind == "file" else ("symlink", "target")})
-    age(top, 10 ** 9, everything=True)
-
-    def prepare(dest):
-        build(dest, {"lone/inner/x": b"old\n", "lone/inner/y.o": b"excluded\n"})
-        age(dest, 1400000000, everything=True)
-    differential(tmp_path / "w", [os.fsencode(top / "lone")], ["-p", "2"],
-                 rsync_opts=opts, prepare_dest=prepare)
-
-
-def test_force_with_overlapping_srcs_is_one_rsync(tmp_path):
-    """--force with SRCs that share a name in DEST: the SRCs are copied last first, and
-    a later SRC's file x deleted the DEST directory x (and what only DEST had in it)
-    that rsync keeps from the first SRC. So one plain rsync runs it, with a note."""
-    opts = ["-a", "--force"]
-    s1, s2 = tmp_path / "s1", tmp_path / "s2"
-    build(s1, {"x/f": b"1\n"})
-    build(s2, {"x": b"2\n"})
-    srcs = [os.fsencode(s1) + b"/", os.fsencode(s2) + b"/"]
-    for dest in (tmp_path / "d", tmp_path / "o"):
-        build(dest, {"x/extra": b"mine\n"})
-    for tree in (s1, s2, tmp_path / "d", tmp_path / "o"):
-        age(tree, 10 ** 9, everything=True)
-    cp = run_msrsync("-p", "2", "-f", "1", "--rsync", " ".join(opts), *(srcs + [tmp_path / "d"]))
-    assert cp.returncode == 0, describe(cp)
-    lines = text(cp.stderr).splitlines()
-    assert len(lines) == 1 and "--force" in lines[0] and "one plain rsync" in lines[0], describe(cp)
-    o = run_rsync(*(srcs + [tmp_path / "o"]), opts=opts)
-    assert o.returncode == 0, describe(o)
-    assert_same_tree(tmp_path / "o", tmp_path / "d")
-    assert os.path.exists(tmp_path / "d" / "x" / "extra")
-    # one rsync of the whole run is what rsync does
-    o = run_rsync(*(srcs + [tmp_path / "o"]), opts=opts)
-    cp = run_msrsync("-p", "1", "--rsync", " ".join(opts), *(srcs + [tmp_path / "d"]))
-    assert cp.returncode == o.returncode, describe(cp)
-    assert_same_tree(tmp_path / "o", tmp_path / "d")
-
-
-def test_conflicting_delete_when_options_are_a_usage_error_like_rsync(tmp_path):
-    """rsync refuses two different --delete-WHEN options (exit 1) before anything;
-    msrsync's probe (rsync OPTS --version) skips that check: it copied and exited 0."""
-    src = tmp_path / "src"
-    build(src, {"d/f": b"x\n"}, mtime=1500000000)
-    for opts in (["-a", "--delete-before", "--delete-delay"], ["-a", "--del", "--delete-after"]):
-        o = run_rsync(os.fsencode(src) + b"/", tmp_path / "o", opts=opts)
-        cp = run_msrsync("-p", "2", "--rsync", " ".join(opts), os.fsencode(src) + b"/",
-                         tmp_path / "d")
-        assert o.returncode == cp.returncode == 1, describe(cp)
-        assert len(text(cp.stderr).splitlines()) == 1, describe(cp)
-        assert not os.path.exists(tmp_path / "d") and not os.path.exists(tmp_path / "o")
-    # the same option twice, and --delete with a WHEN, are fine
-    for opts in (["-a", "--del", "--delete-during"], ["-a", "--delete", "--delete-after"]):
-        cp = run_msrsync("-p", "2", "--rsync", " ".join(opts), os.fsencode(src) + b"/",
-                         tmp_path / "d")
-        assert cp.returncode == 0, describe(cp)
+# option dimensions (-R, --no-implied-dirs, a new DEST's mode, --remove-source-files)
 
 
 @pytest.mark.parametrize("dest", ["new", "parent-missing"])
@@ -486,19 +323,6 @@ def test_remove_source_files_walks_every_directory_it_times(tmp_path, monkeypatc
         build(src, dict(("d/s%02d/f" % d, b"new %d\n" % d) for d in (0, 11)))
         age(src, 2 * 10 ** 9, everything=True)
     _remove_source_files_like_rsync(tmp_path, make_side, ["-p", "2"])
-
-
-@pytest.mark.parametrize("extra", [[], ["--force"]], ids=["delete", "delete-force"])
-def test_max_delete_holds_for_a_directory_a_file_replaces_like_rsync(tmp_path, extra):
-    """rsync counts what it deletes to put a file where DEST has a directory against
-    --max-delete: at 0 it keeps the directory and exits 23. msrsync's copies ran with
-    --force and no limit: they deleted it and the run exited 0."""
-    a, b, dest = _file_where_dest_has_a_directory(
-        tmp_path, "d/f", ["-a", "--delete", "--max-delete=0"] + extra)
-    for rel in (b".", b"d"):          # (written in by both, at run time)
-        a[rel].pop("mtime_ns"), b[rel].pop("mtime_ns")
-    assert_same_tree(a, b, label_a="rsync", label_b="msrsync")
-    assert os.path.isfile(os.path.join(dest, b"d", b"f", b"inner"))
 
 
 def _assert_same_but_run_time_mtimes(d):

@@ -4,6 +4,10 @@ The cluster (see slurm.py) is Debian's slurm-wlm and munge, private to this modu
 slurmctld here and one slurmd per network-namespace host, made once for all the cases,
 which run one after the other on one xdist worker (xdist_group). Each copy is compared
 with one plain rsync, and which nodes ran rsyncs is read from their namespaces.
+
+One of the three files on worker hosts: test_hosts.py holds the options, the sessions
+and a host lost mid-run (and the runs and trees this file reuses), test_host_loss.py
+the hosts lost the hard ways (a cut link, a frozen or crashed host).
 """
 
 import os

@@ -1,13 +1,24 @@
-"""Per-directory and merged filter rules: -F, -FF, -C, dir-merge (":"), merge (".").
+"""Filter rules: which entries a run sends, selected as rsync's rules select them.
+
+Every way of giving rules: --exclude, --include and --filter (-f) with their
+modifiers, --exclude-from/--include-from files (with -0/--from0), rules read from
+stdin; per-directory and merged rule files (-F, -FF, -C, dir-merge ":", merge ".");
+and -m/--prune-empty-dirs, which leaves out the directories the rules leave empty.
+Rules that protect DEST entries from --delete (P, R, -r, --delete-excluded) are in
+test_delete.py; the rule files a --delete reads in DEST are here (per-directory
+rules, section 6).
 
 The oracle is plain rsync, as everywhere (helpers.differential): ``msrsync -p N -f F
 --rsync "OPTS" SRC/ DEST`` must leave DEST exactly as ``rsync OPTS SRC/ DEST`` (every
 entry, content, mode, mtime -- directories included) and exit with the same status.
-The trees nest 3-5 levels deep with rule files at several levels, so that a bucket
-boundary falls between a rule file and the entries it governs; tiny buckets (-f 1,
--f 7, -s 1K) with 1, 2 and 8 workers rotate over the scenarios.
+Every source entry gets an mtime in the past (``age``: deepest first, directories
+last), since rsync leaves alone a directory mtime that falls in the second of the copy.
 
-What rsync does here, in short (checked against rsync 3.5.0):
+The per-directory trees nest 3-5 levels deep with rule files at several levels, so that
+a bucket boundary falls between a rule file and the entries it governs; tiny buckets
+(-f 1, -f 7, -s 1K) with 1, 2 and 8 workers rotate over the scenarios.
+
+What rsync does with per-directory rules, in short (checked against rsync 3.5.0):
   * a dir-merge file's rules apply in its directory and below, before the rules of
     its parents (the deeper file wins), at the position of the dir-merge rule among
     the global rules; "!" in a file clears the inherited per-directory rules only;
@@ -23,17 +34,281 @@ What rsync does here, in short (checked against rsync 3.5.0):
   * with --delete the receiver reads the rule files found in DEST (delete-during: the
     old copy, before the directory is updated; delete-after: the new one), also those
     of extraneous DEST directories it deletes.
+
+-m: rsync leaves out of the transfer every directory with nothing but directories
+left empty below it (after filtering), except "." of "SRC/" and directories a
+receiver-side rule protects ("P dir/"); with --delete their DEST copies go.  msrsync's
+scanner prunes them itself (the workers run with -m; the directory pass, which sends
+directories only, without).
 """
 
 import os
 import shlex
 import shutil
+import sys
 
 import pytest
 
-from helpers import (SETTINGS, T0, age, assert_same_tree, build, contents, describe, dests,
-                     differential, mask_run_time_dir_mtimes, on_both_dests, p, run_msrsync,
-                     run_rsync, snapshot, stderr_lines, text)
+from helpers import (MSRSYNC, SETTINGS, T0, age, assert_same_tree, build, contents, describe,
+                     dests, differential, filter_tree, make_tree, mask_run_time_dir_mtimes,
+                     on_both_dests, p, pruning_tree, run_cmd, run_msrsync, run_rsync, settings,
+                     snapshot, stderr_lines, text)
+
+
+# ====================================================== global rules
+# --exclude, --include, --filter, their -from files, rules read from stdin
+
+
+FILTER_CASES = [
+    ("exclude-glob-and-anchored", ["--exclude=*.o", "--exclude=/top.txt",
+                                   "--exclude=/src/build/"]),
+    ("include-dirs-and-c-only", ["--include=*/", "--include=*.c", "--exclude=*"]),
+    ("anchored-not-deeper", ["--exclude=/deep.txt", "--exclude=/b/"]),
+    ("double-star-middle", ["--exclude=a/**/deep.txt"]),
+    ("double-star-leading", ["--exclude=**/deep.txt"]),
+    ("double-star-anchored-and-triple-star", ["--exclude=/a/**", "--exclude=src/***"]),
+    ("triple-star-include", ["--include=keep/***", "--exclude=*"]),
+    ("question-mark-and-classes", ["--exclude=?eep.txt", "--exclude=[0-9]*",
+                                   "--exclude=[!a-s]*"]),
+    ("posix-classes", ["--exclude=[[:digit:]]*", "--exclude=[[:upper:]]*"]),
+    ("escaped-wildcards", ["--exclude=br\\[ack]et", "--exclude=q\\?mark",
+                           "--exclude=star\\*name"]),
+    ("trailing-slash-dirs-only", ["--exclude=build/"]),
+    ("no-slash-matches-files-and-dirs", ["--exclude=build"]),
+    ("unanchored-with-slash", ["--exclude=b/c", "--exclude=notes/sub"]),
+    ("first-match-wins-include", ["--include=top.o", "--exclude=*.o"]),
+    ("first-match-wins-exclude", ["--exclude=*.o", "--include=top.o"]),
+    ("include-then-excluded-parent", ["--include=cache/sub/x", "--exclude=cache/"]),
+    ("bang-clears-rules", ["--exclude=*.o", "--exclude=!", "--exclude=*.txt"]),
+    ("filter-bang-and-clear", ["--filter=- *.o", "--filter=!", "--filter=- *.c",
+                               "--filter=clear", "--filter=- *.txt"]),
+    ("filter-plus-minus", ["--filter=+ keep/", "--filter=+ keep/**", "--filter=- *"]),
+    ("filter-short-f-and-words", ["-f", "- *.o", "--filter=exclude cache/",
+                                  "--filter=include *.c", "--filter=exclude src/*"]),
+    ("modifier-negate-dirs", ["--filter=-! */"]),
+    ("modifier-negate", ["--filter=+ */", "--filter=-! *.c"]),
+    ("modifier-negate-subtree", ["--filter=-! src/***"]),
+    ("modifier-comma-negate", ["--filter=-,! src/***"]),
+    ("modifier-sender", ["--filter=-s *.o", "--filter=-s cache/"]),
+    ("modifier-comma-sender", ["--filter=-,s cache/"]),
+    ("modifier-word-comma-sender", ["--filter=exclude,s cache/"]),
+    ("modifier-receiver-only", ["--filter=-r *.o", "--filter=-r cache/"]),
+    ("hide-show", ["--filter=S top.o", "--filter=H *.o", "--filter=H cache/"]),
+    ("rule-syntax-variants", ["--exclude=+ top.o", "--filter=-_*.o", "--exclude=sp ace/"]),
+]
+
+
+@pytest.mark.parametrize("rules", [pytest.param(r, id=i) for i, r in FILTER_CASES])
+def test_filter_rules_select_the_same_entries_as_rsync(tmp_path, rules):
+    src = filter_tree(tmp_path / "src")
+    differential(tmp_path / "w", contents(src), SETTINGS["p2-f1"], ["-a"] + rules)
+
+
+@pytest.mark.parametrize("rules", [
+    pytest.param(["--exclude=cache/", "--include=*/", "--include=*.c", "--exclude=*.o"],
+                 id="mixed"),
+    pytest.param(["--exclude=/src/build/", "--exclude=*.txt"], id="anchored-src-name"),
+])
+def test_filter_rules_match_rsync_for_src_without_trailing_slash(tmp_path, rules):
+    src = filter_tree(tmp_path / "src")
+    differential(tmp_path / "w", [src], SETTINGS["p2-f7"], ["-a"] + rules)
+
+
+@pytest.mark.parametrize("msr", settings("p1-f1", "p2-f1", "p8-f1"))
+def test_excluded_directory_contents_never_copied_even_when_a_bucket_lists_them(tmp_path,
+                                                                                 msr):
+    """THE TRAP: cache/sub/x with --exclude=cache/ at -f 1, where a bucket would name
+    cache/sub/x itself (rsync applies no directory exclude to a listed name's parents)."""
+    src = age(build(tmp_path / "src", {"cache/sub/x": "x\n", "cache/sub/y/z": "z\n",
+                                       "cache/f": "f\n", "a/cache/sub/x": "x\n",
+                                       "keep": "k\n", "b/c": "c\n"}))
+    result = differential(tmp_path / "w", contents(src), msr, ["-a", "--exclude=cache/"])
+    names = set(snapshot(result.msrsync_dest))
+    assert not any(n.startswith(b"cache") or b"/cache" in n for n in names), sorted(names)
+
+
+def test_exclude_from_and_include_from_files_match_rsync(tmp_path):
+    src = filter_tree(tmp_path / "src")
+    inc = tmp_path / "include.txt"
+    exc = tmp_path / "exclude.txt"
+    inc.write_bytes(b"# a comment\n; another\nkeep/***\r\n\n*.c\n*/\n")
+    exc.write_bytes(b"*.o\n- top.txt\n+ deep.txt\n*\n")
+    differential(tmp_path / "w", contents(src), SETTINGS["p2-f1"],
+                 ["-a", "--include-from=%s" % inc, "--exclude-from=%s" % exc])
+
+
+@pytest.mark.parametrize("rules", [
+    pytest.param(["--exclude=src"], id="exclude-name"),
+    pytest.param(["--exclude=/src/"], id="exclude-anchored-dir"),
+    pytest.param(["--exclude=*/"], id="exclude-all-dirs"),
+])
+def test_exclude_matching_the_src_directory_itself_copies_like_rsync(tmp_path, rules):
+    """"rsync -a --exclude=src src DEST" sends nothing (DEST is not even created): the
+    rules apply to SRC's own name when SRC has no trailing slash."""
+    src = filter_tree(tmp_path / "src")
+    result = differential(tmp_path / "w", [src], SETTINGS["p2-f1"], ["-a"] + rules,
+                          compare=False)
+    exists = [os.path.lexists(d) for d in (result.oracle_dest, result.msrsync_dest)]
+    assert exists[0] == exists[1], "DEST exists: rsync %s, msrsync %s (%r)" % (
+        exists[0], exists[1], sorted(snapshot(result.msrsync_dest)) if exists[1] else None)
+    if exists[0]:
+        assert_same_tree(result.oracle_dest, result.msrsync_dest, ignore_root_mtime=True,
+                         label_a="rsync", label_b="msrsync")
+
+
+@pytest.mark.parametrize("from0", ["-0", "--from0"])
+def test_nul_separated_rule_files_with_from0_match_rsync(tmp_path, from0):
+    src = filter_tree(tmp_path / "src")
+    exc = tmp_path / "exclude0"
+    # with -0 a newline is part of the rule; "sp ace/" keeps its space
+    exc.write_bytes(b"*.o\0cache/\0sp ace/\0# comment\0/top.txt\0")
+    inc = tmp_path / "include0"
+    inc.write_bytes(b"src/build/\0")
+    differential(tmp_path / "w", contents(src), SETTINGS["p2-f1"],
+                 ["-a", from0, "--include-from=%s" % inc, "--exclude-from=%s" % exc])
+
+
+def test_from0_applies_only_to_rule_files_named_after_it_like_rsync(tmp_path):
+    """rsync reads a rule file when it parses the option: "--exclude-from=F -0" reads F
+    line by line."""
+    src = filter_tree(tmp_path / "src")
+    exc = tmp_path / "exclude.txt"
+    exc.write_bytes(b"*.o\ncache/\n")
+    differential(tmp_path / "w", contents(src), SETTINGS["p2-f1"],
+                 ["-a", "--exclude-from=%s" % exc, "-0"])
+
+
+def _same_as_rsync_reading_stdin(tmp_path, src, msr, opts, rules):
+    """rsync OPTS and msrsync MSR --rsync OPTS, each given rules on stdin."""
+    dests = [os.fsencode(tmp_path / side / "dest") for side in ("oracle", "msrsync")]
+    for dest in dests:
+        os.makedirs(os.path.dirname(dest))
+    oracle = run_cmd(["rsync"] + opts + contents(src) + [dests[0]], input=rules)
+    result = run_msrsync(*(msr + ["--rsync", " ".join(opts)] + contents(src) + [dests[1]]),
+                         input=rules)
+    assert oracle.returncode == 0, describe(oracle)
+    assert result.returncode == 0, describe(result)
+    assert_same_tree(dests[0], dests[1], label_a="rsync", label_b="msrsync")
+
+
+@pytest.mark.parametrize("msr", [pytest.param([], id="p1")] + settings("p1-f1", "p2-f1"))
+@pytest.mark.parametrize("option,rules", [
+    pytest.param("--exclude-from=-", b"*.o\n- top.txt\n+ deep.txt\n# comment\ncache/\n",
+                 id="exclude-from"),
+    pytest.param("--include-from=-", b"keep/***\r\n*/\n*.c\n- *\n", id="include-from"),
+    pytest.param("-0 --exclude-from=-", b"*.o\0sp ace/\0/top.txt\0", id="from0"),
+])
+def test_rules_read_from_stdin_reach_every_rsync(tmp_path, msr, option, rules):
+    """rsync reads --exclude-from=- from its stdin; msrsync reads it once (its scan
+    needs the rules) and must hand the rules to every rsync it runs, whose stdin
+    holds nothing: before, the whole-run rsync and the workers' subtrees copied
+    what the rules exclude."""
+    src = filter_tree(tmp_path / "src")
+    _same_as_rsync_reading_stdin(tmp_path, src, msr, ["-a"] + option.split(), rules)
+
+
+def test_rules_from_a_closed_stdin_are_none_like_rsync(tmp_path):
+    """With stdin closed rsync reads no rules; msrsync did the same through
+    a traceback (sys.stdin is None then)."""
+    src = filter_tree(tmp_path / "src")
+    dests = [os.fsencode(tmp_path / side) for side in ("oracle", "msrsync")]
+    for dest, argv in zip(dests, (["rsync"], [sys.executable, MSRSYNC, "-p", "2", "--rsync"])):
+        opts = ["-a", "--exclude-from=-"]
+        cp = run_cmd(["sh", "-c", 'exec "$@" <&-', "sh"] + argv +
+                     (opts if argv == ["rsync"] else [" ".join(opts)]) + contents(src) + [dest])
+        assert cp.returncode == 0 and b"Traceback" not in cp.stderr, describe(cp)
+    assert_same_tree(dests[0], dests[1], label_a="rsync", label_b="msrsync")
+
+
+@pytest.mark.parametrize("opts, extra", [
+    (["-a", "--exclude=*.log", "--exclude=sub/"], {}),
+    (["-rlt", "--exclude=*.log", "--exclude=sub/"], {}),
+    (["-a", "-F"], {".rsync-filter": "- *\n"}),             # (excludes itself too)
+    (["-rlt", "--exclude=*.log", "--exclude=sub/"], {"d.dat": "d\n"}),  # copied into DEST
+], ids=["all-excluded", "rlt-all-excluded", "perdir-all-excluded", "one-left"])
+@pytest.mark.parametrize("dest_exists", [False, True], ids=["new-dest", "dest-exists"])
+@pytest.mark.parametrize("msr", settings("p1-f1", "p2-f7"))
+def test_a_src_whose_entries_the_rules_all_exclude_is_one_entry_like_rsync(
+        tmp_path, msr, opts, extra, dest_exists):
+    """rsync's file list for a lone SRC dir (no slash) whose entries the rules all
+    exclude holds the directory alone, so rsync names a missing DEST after it (DEST
+    becomes the copy: its mode and mtime), as for an empty directory.  msrsync made
+    DEST a container holding SRC; and with -r in the options (not -a) its run of a
+    lone empty directory skipped it ("skipping directory") and made no DEST."""
+    spec = {"a.log": "a\n", "b.log": "b\n", "sub/": None, "sub/c.log": "c\n"}
+    spec.update(extra)
+    src = build(tmp_path / "in" / "src", spec)
+    os.chmod(src, 0o750)
+    age(src)
+
+    def prepare(dest):
+        if dest_exists:
+            os.makedirs(dest)
+            os.utime(dest, (T0, T0))
+
+    # (into an existing DEST, or with an entry left, the copy is DEST/src, and
+    # DEST's mtime is the run's)
+    differential(tmp_path / "w", [src], msr, rsync_opts=opts, prepare_dest=prepare,
+                 ignore_root_mtime=dest_exists or bool(extra and "-F" not in opts))
+
+
+@pytest.mark.parametrize("opts", [["-a"], ["-rlt"]])
+@pytest.mark.parametrize("msr", [["-p", "2"], ["-p", "1", "-f", "1"]], ids=["p2", "p1-f1"])
+def test_a_lone_empty_directory_is_dest_itself_like_rsync(tmp_path, opts, msr):
+    """With -f 1 its scan also cut a bucket of it (DEST/empty inside DEST); with
+    -rlt its rsync ran without -r and skipped it."""
+    src = os.fsencode(tmp_path / "in" / "empty")
+    os.makedirs(src)
+    os.chmod(src, 0o750)
+    os.utime(src, (T0, T0))
+    differential(tmp_path / "w", [src], msr, rsync_opts=opts, ignore_root_mtime=False)
+
+
+def test_rules_merged_from_stdin_are_one_rsync_naming_them(tmp_path):
+    """rsync reads "merge -" from its stdin, which buckets cannot share: one plain
+    rsync of the command reads it, with a note, and leaves DEST as rsync does."""
+    src = filter_tree(tmp_path / "src")
+    result = run_msrsync("-p", "2", "--rsync", "-a --filter=._-",
+                         *(contents(src) + [tmp_path / "d"]), input=b"- *.o\n")
+    assert result.returncode == 0, describe(result)
+    assert text(result.stderr).splitlines() == [
+        "msrsync: note: filter rule '._-': rules merged from stdin cannot be applied to "
+        "buckets (--exclude-from=- can): running one plain rsync"], describe(result)
+    oracle = run_rsync(*(contents(src) + [tmp_path / "o"]), opts=["-a", "--filter=._-"],
+                       input=b"- *.o\n")
+    assert oracle.returncode == 0, describe(oracle)
+    assert_same_tree(tmp_path / "o", tmp_path / "d")
+
+
+# -------------------------------------------------- global rules on the awkward trees
+
+
+FILTERS = [
+    ["--exclude=#hash", "--exclude=;*"],
+    ["--exclude=\xff*", "--exclude=*\xe9*"],
+    ["--exclude=new?line", "--exclude=-*"],
+    ["--exclude=*\\*", "--exclude=star\\*?\\[x\\]"],
+    ["--exclude=read only/r00[0-4]", "--exclude=quote'*"],
+    ["--exclude=link*", "--exclude=fifo", "--exclude=.*"],
+    ["--exclude=d0?/", "--exclude=dir *"],
+    ["--include=many/", "--include=many/d01/***", "--exclude=*"],
+    ["--exclude=empty/", "--exclude=empty2", "--exclude=*/d1[0-5]/"],
+]
+@pytest.mark.parametrize("rules", FILTERS, ids=[" ".join(r) for r in FILTERS])
+def test_filter_rules_select_what_rsync_selects(tmp_path, small_src, rules):
+    differential(tmp_path, [small_src + b"/"], ["-p", "3", "-f", "9"],
+                 rsync_opts=["-aS", "--numeric-ids"] + rules)
+
+
+def test_filter_rules_with_several_srcs(tmp_path, weird_src):
+    other = make_tree(tmp_path / "in" / "other", "flat", n=12)
+    differential(tmp_path, [weird_src + b"/", other], ["-p", "3", "-f", "7"],
+                 rsync_opts=["-a", "--exclude=file00[0-4]", "--exclude=/other/file011",
+                             "--exclude=d01/"])
+
+
+# ====================================================== per-directory and merged rules
+# -F, -FF, -C, dir-merge (":"), merge (".")
 
 
 def setting(name):
@@ -615,3 +890,105 @@ def test_the_x_modifier_filters_xattr_names_in_every_bucket(tmp_path):
                      rsync_opts=["-aX", "--filter=-x user.skip"])
     assert not stderr_lines(d.msrsync), describe(d.msrsync)
     assert os.listxattr(os.path.join(d.msrsync_dest, b"a/f1")) == ["user.keep"]
+
+
+# ====================================================== -m/--prune-empty-dirs
+
+
+@pytest.mark.parametrize("setting", ["p1-f1", "p2-f7", "p8-f1", "p8-s1K"])
+@pytest.mark.parametrize("rsync_opts", [
+    "-a -m",
+    "-a -m --exclude=*.o",
+    "-a -m --filter='P keep/' --exclude=*.o",
+    "-a -m --include=*/ --include=f1 --exclude=*",
+])
+def test_prune_empty_dirs_like_rsync(tmp_path, setting, rsync_opts):
+    src = tmp_path / "src"
+    pruning_tree(src)
+    differential(tmp_path, contents(src), SETTINGS[setting], shlex.split(rsync_opts))
+
+
+@pytest.mark.parametrize("setting", ["p2-f1", "p8-f1"])
+def test_prune_empty_dirs_src_without_slash_prunes_an_empty_top(tmp_path, setting):
+    src = tmp_path / "src"
+    pruning_tree(src)
+    differential(tmp_path, [os.fsencode(p(src, "empty")), os.fsencode(p(src, "a"))],
+                 SETTINGS[setting], ["-a", "-m"])
+
+
+@pytest.mark.parametrize("setting", ["p1-f1", "p2-f7", "p8-f1"])
+@pytest.mark.parametrize("rsync_opts", ["-a -m --delete", "-a -m --delete --exclude=*.o",
+                                        "-a -m --delete --filter='P empty/'"])
+def test_prune_empty_dirs_with_delete_removes_dest_copies(tmp_path, setting, rsync_opts):
+    """DEST made without -m holds every empty directory: rsync -m --delete deletes the
+    pruned ones (protected ones aside) and what they hold."""
+    src = tmp_path / "src"
+    pruning_tree(src)
+
+    def prepare(dest):
+        build(dest, {"a/": "dir/", "a/e/": "dir/", "a/e/old": "old", "many/": "dir/",
+                     "many/e03/": "dir/", "many/e03/q/": "dir/", "many/e03/q/x": "x",
+                     "empty/": "dir/", "gone/": "dir/", "gone/f": "f"})
+        age(dest)
+
+    differential(tmp_path, contents(src), SETTINGS[setting], shlex.split(rsync_opts),
+                 prepare_dest=prepare)
+
+
+@pytest.mark.parametrize("setting", ["p2-f7", "p8-f1", "p8-s1K"])
+@pytest.mark.parametrize("stale", [False, True], ids=["new-dest", "stale-dest"])
+def test_prune_with_delete_and_srcs_sharing_dests_root_like_rsync(tmp_path, setting, stale):
+    """SRC1/ SRC2/ with -m --delete: the deletion at DEST's root, one rsync over both
+    SRCs listing the root with -d, ran with -m, took every root directory for empty
+    and deleted all the copies had made.  Root directories pruned in every SRC still
+    go, with what their stale DEST copies hold ("empty" of SRC1, "e2" of SRC2)."""
+    s1, s2 = tmp_path / "s1", tmp_path / "s2"
+    pruning_tree(s1)
+    build(s2, {"x/": "dir/", "x/y/": "dir/", "x/y/g": "g", "e2/": "dir/",
+               "e2/nothing/": "dir/", "t2": "t"})
+    age(s2)
+
+    def prepare(dest):
+        if stale:
+            build(dest, {"empty/": "dir/", "empty/old": "old", "e2/": "dir/",
+                         "e2/nothing/": "dir/", "gone/": "dir/", "gone/f": "f",
+                         "x/": "dir/", "x/old": "old"})
+            age(dest)
+
+    differential(tmp_path / "w", contents(s1) + contents(s2), SETTINGS[setting],
+                 ["-a", "-m", "--delete"], prepare_dest=prepare if stale else None)
+
+
+def test_prune_compare_can_fail(tmp_path):
+    """The trees above tell -m from no -m."""
+    src = tmp_path / "src"
+    pruning_tree(src)
+    a, b = os.fsencode(tmp_path / "with_m"), os.fsencode(tmp_path / "without_m")
+    run_rsync(os.fsencode(src) + b"/", a, opts=["-a", "-m"])
+    run_msrsync("-p", "2", "-f", "1", "--rsync", "-a", os.fsencode(src) + b"/", b)
+    with pytest.raises(AssertionError):
+        assert_same_tree(a, b)
+
+
+@pytest.mark.parametrize("name", [b"dir back\\slash", b"dir back\\slash *?", b"plain dir"],
+                         ids=["backslash", "backslash-and-wildcards", "control"])
+def test_a_pruned_directory_with_a_backslash_in_its_name_stays_out_like_rsync(tmp_path, name):
+    """msrsync names a directory the scan pruned (-m) in a filter rule of its
+    directory pass. A backslash escapes a wildcard only where the pattern holds one
+    (rsync(1)): "dir back\\\\slash", escaped, matched nothing, and the pass made the
+    directory rsync had pruned."""
+    src = os.path.join(os.fsencode(tmp_path), b"src")
+    os.makedirs(os.path.join(src, name))
+    os.makedirs(os.path.join(src, b"keep"))
+    for path in (os.path.join(src, name, b"x"), os.path.join(src, b"keep", b"a.log"),
+                 os.path.join(src, b"b.log")):
+        with open(path, "wb") as handle:
+            handle.write(b"x\n")
+    for directory in (os.path.join(src, name), os.path.join(src, b"keep"), src):
+        os.utime(directory, (1500000000, 1500000000))   # (see README: the same second)
+    # --chmod: directories may differ from SRC's by more than their mtime, so
+    # the directory pass runs
+    differential(os.path.join(os.fsencode(tmp_path), b"w"), [src + b"/"],
+                 ["-p", "2", "-f", "1"],
+                 rsync_opts=["-a", "-m", "--chmod=u+rwX,go-w", "--include=*/",
+                             "--include=*.log", "--exclude=*"])
