@@ -370,7 +370,7 @@ def test_a_huge_directory_is_counted_in_chunks(tmp_path, monkeypatch, rules):
     monkeypatch.setattr(survey_.tally, "listing", recorded)
     for source in survey_.sources:
         survey_.tally.begin_source(source, None)
-        survey_._scan_local(source)
+        survey_.lister.list(source)
     survey_.tally.end()
     assert max(sizes) <= 50 and sum(entries) == 1 + 470 + 3 + 3
     assert (survey_.tally.files, survey_.tally.dirs) == (473, 5)
