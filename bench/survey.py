@@ -21,12 +21,18 @@ Timed, each --reps times (3), interleaved (the order rotates at every repetition
 
 Every survey run is checked: its --json figures (files, directories, bytes) equal the
 tree's own count, and with DEST the files it says DEST holds equal the copied ones.
-The table gives the medians, the ratio to -d's median and each command's peak RSS;
+The table gives the medians, the ratio to -d's median, the CPU seconds (user and system
+of the command and its children: median and least, steadier than wall time on a shared
+machine) and each command's peak RSS;
 --memory-sizes surveys smaller trees too, so that RSS can be compared across sizes.
+--compare OLD (an msrsync file, or a git revision of this repository) times OLD's
+surveys and -d scans too, in the same rotation ("old survey", ...), each ratio still to
+the new -d's median.
 
     python3 bench/survey.py                         # 1,000,000 files, 3 reps
     python3 bench/survey.py --files 100000 --reps 5
     python3 bench/survey.py --keep-tree --workdir /var/tmp/survey-bench
+    python3 bench/survey.py --files 200000 --compare HEAD~1   # before/after, one session
 """
 
 import json
@@ -40,6 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from common import Spawner, build_dataset, count_tree, measure, run_main  # noqa: E402
 from common import script_parser  # noqa: E402
+import longtail  # noqa: E402
 
 MSRSYNC = os.path.join(os.path.dirname(HERE), "msrsync")
 RULE = "-aS --numeric-ids --exclude=/no-such-name"
@@ -57,6 +64,9 @@ def parse_args(argv):
     p.add_argument("--memory-sizes", default="",
                    help="also survey trees of these sizes (comma-separated) for peak RSS")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--msrsync", default=MSRSYNC, help="the msrsync to time [this repository's]")
+    p.add_argument("--compare", metavar="OLD",
+                   help="also time OLD (a file, or a git revision of this repository)")
     return p.parse_args(argv)
 
 
@@ -100,21 +110,35 @@ def run(a):
     held = count_tree(dest).files
     out = os.path.join(a.workdir, "survey.json")
     log = os.path.join(a.workdir, "bench.log")
-    py = [sys.executable, MSRSYNC]
-    commands = [
-        ("survey", py + ["--survey", "--json", out, src + "/"], None),
-        ("survey+DEST", py + ["--survey", "--json", out, src + "/", dest + "/"], held),
-        ("survey+rule", py + ["--survey", "--json", out, "--rsync", RULE, src + "/"], None),
-        ("survey+merge", py + ["--survey", "--json", out, "--rsync", MERGE, src + "/"], None),
-        ("-d", py + ["-d", src + "/", empty + "/"], False),
-        ("-d+rule", py + ["-d", "--rsync", RULE, src + "/", empty + "/"], False),
-        ("-d+merge", py + ["-d", "--rsync", MERGE, src + "/", empty + "/"], False),
-        ("find", ["find", src + "/", "-printf", "%s %y %T@ %n\\n"], False),
-    ]
+    py = [sys.executable, a.msrsync]
+    versions = [("", a.msrsync)]
+    if a.compare:
+        old = a.compare if os.path.isfile(a.compare) else longtail.extract_old(
+            a.compare, a.workdir)[0]
+        versions.append(("old ", old))
+        print("new: %s; old: %s (%s)" % (a.msrsync, old, a.compare))
+    commands = []
+    for label, path in versions:
+        py = [sys.executable, path]
+        commands += [
+            (label + "survey", py + ["--survey", "--json", out, src + "/"], None),
+            (label + "survey+DEST", py + ["--survey", "--json", out, src + "/", dest + "/"],
+             held),
+            (label + "survey+rule", py + ["--survey", "--json", out, "--rsync", RULE,
+                                          src + "/"], None),
+            (label + "survey+merge", py + ["--survey", "--json", out, "--rsync", MERGE,
+                                           src + "/"], None),
+            (label + "-d", py + ["-d", src + "/", empty + "/"], False),
+            (label + "-d+rule", py + ["-d", "--rsync", RULE, src + "/", empty + "/"], False),
+            (label + "-d+merge", py + ["-d", "--rsync", MERGE, src + "/", empty + "/"], False),
+        ]
+    py = [sys.executable, a.msrsync]
+    commands.append(("find", ["find", src + "/", "-printf", "%s %y %T@ %n\\n"], False))
     spawner = Spawner()
     for _, argv, _ in commands:         # warm the cache, untimed
         subprocess.check_call(argv, stdout=subprocess.DEVNULL)
     times = dict((name, []) for name, _, _ in commands)
+    cpus = dict((name, []) for name, _, _ in commands)
     rss = dict((name, 0) for name, _, _ in commands)
     for rep in range(a.reps):
         order = commands[rep % len(commands):] + commands[:rep % len(commands)]
@@ -125,14 +149,18 @@ def run(a):
             if check is not False:
                 check_survey(out, count, check)
             times[name].append(m.wall)
+            cpus[name].append(m.user + m.sys)
             rss[name] = max(rss[name], m.maxrss_kib)
     base = statistics.median(times["-d"])
     print("%d files, %d directories, %d bytes; %d reps, medians (warm cache)" % (
         count["files"], count["dirs"], count["bytes"], a.reps))
-    print("%-12s %9s %9s %9s" % ("command", "seconds", "/ -d", "peak RSS"))
+    print("%-16s %9s %9s %9s %9s %9s" % ("command", "seconds", "/ -d", "CPU s", "CPU min",
+                                          "peak RSS"))
     for name, _, _ in commands:
         med = statistics.median(times[name])
-        print("%-12s %9.2f %9.2f %7.1f MB" % (name, med, med / base, rss[name] / 1024.0))
+        print("%-16s %9.2f %9.2f %9.3f %9.3f %7.1f MB" % (
+            name, med, med / base, statistics.median(cpus[name]), min(cpus[name]),
+            rss[name] / 1024.0))
     for size in [int(x) for x in a.memory_sizes.split(",") if x]:
         small, small_count = tree(a.workdir, size, a.seed)
         m = measure(py + ["--survey", "--json", out, small + "/"], log, spawner)
