@@ -110,7 +110,6 @@ def run(a):
     held = count_tree(dest).files
     out = os.path.join(a.workdir, "survey.json")
     log = os.path.join(a.workdir, "bench.log")
-    py = [sys.executable, a.msrsync]
     versions = [("", a.msrsync)]
     if a.compare:
         old = a.compare if os.path.isfile(a.compare) else longtail.extract_old(
