@@ -14,7 +14,9 @@ deleted, renamed whole, turned into files and files into directories; modes, own
 (as root), symlink targets, hard links (-H), per-directory filter files (-F). Every time
 the test leaves in SRC is set explicitly, distinct to the nanosecond, so that no change
 hides in the same second. The --json summary's "catalog" object must say the catalog
-was used, and how little was handed to rsync.
+was used, and how little was handed to rsync. Two small fixed cases pin what the
+sequence found: a file changed at SRC's top (DEST's root time) and a file moved out
+of a place a protect rule shields at DEST.
 
 Also here: the same sequence to a DEST over ssh (remote.py's sshd on 127.0.0.1); a
 DEST changed behind the catalog's back, or replaced by a copy (exit 47, nothing
@@ -39,8 +41,9 @@ import sys
 import pytest
 
 from helpers import (IS_ROOT, MSRSYNC, NOBODY, assert_no_rsync_left, assert_same_tree,
-                     describe, diff_snapshots, kill_leftovers, run_cmd, run_msrsync,
-                     run_rsync, snapshot, stderr_lines, text, wait_for)
+                     describe, diff_snapshots, kill_leftovers, mask_run_time_dir_mtimes,
+                     run_cmd, run_msrsync, run_rsync, snapshot, stderr_lines, text,
+                     wait_for)
 from remote import serve_sshd
 
 # the option sets of the main differential
@@ -48,8 +51,10 @@ OPTION_SETS = ["-a", "-a --delete", "-aH --delete", "-a --delete -F"]
 CAPS = ["-p", "2", "-f", "50"]          # several buckets for the first, full run
 ROUNDS = 10                             # random rounds per option set
 REMOTE_ROUNDS = 3
-BASE_S = 1550000000                     # the times the tests give SRC start here...
-SETTLED_BEFORE_NS = 1600000000 * 10 ** 9  # ...and stay older than this
+# The times the tests give SRC start here, below helpers.RECENT_NS (newer directory
+# times at both DESTs are taken for the run's own, see mask_run_time_dir_mtimes)...
+BASE_S = 1300000000
+SETTLED_BEFORE_NS = 1600000000 * 10 ** 9  # ...and what is newer than this the test made
 EXTS = [b".txt", b".log", b".dat", b".tmp", b""]
 AWKWARD = [b"with space", b"\xff byte", b"nl\nname", b"-dash", b"#hash", b"keep me"]
 # .rsync-filter contents: excludes (which shield DEST entries from --delete too), a
@@ -59,7 +64,7 @@ FILTER_RULES = [b"- *.log\n", b"- *.tmp\n- sub*/\n", b"P *.dat\n", b"+ keep*\n- 
 FILE_MODES = [0o600, 0o640, 0o644, 0o664, 0o755, 0o444, 0o700]
 DIR_MODES = [0o700, 0o750, 0o755, 0o775, 0o555, 0o711]
 OWNERS = [(0, 0), (1000, 1000), (4242, 4343), (NOBODY, NOBODY)]
-BULK = b"bulk dir"                      # 25 files, renamed whole in the first round
+BULK = b"bulk dir"                      # 25 files, renamed whole in its own round
 BULK_FILES = 25
 
 
@@ -95,6 +100,7 @@ class Source(object):
         self.tick = 0
         self.serial = 0
         self.log = []
+        self.note = None                # what a move says it did, "old -> new"
 
     # ------------------------------------------------------------ small things
 
@@ -262,7 +268,7 @@ class Source(object):
         os.symlink(self.rng.choice([b"nowhere", b"..", b"f001.txt"]), self.path(rel))
         return {rel}
 
-    def _rewrite(self, keep_mtime):
+    def _rewrite(self, keep_mtime, swap_in=None):
         old = [rel for rel, st in self.plain_files().items() if st.st_size > 0 and
                (not keep_mtime or st.st_mtime_ns < SETTLED_BEFORE_NS)]
         rel = self.pick(old)
@@ -273,7 +279,9 @@ class Source(object):
         st = os.lstat(path)
         with open(path, "rb") as handle:
             data = bytes(b ^ 0x5a for b in handle.read())
-        if keep_mtime and self.rng.random() < 0.5:
+        if swap_in is None:
+            swap_in = keep_mtime and self.rng.random() < 0.5
+        if swap_in:
             # a new inode renamed over it, everything stat shows but the inode alike
             tmp = j(os.path.dirname(path), b".swap-in")
             with open(tmp, "wb") as handle:
@@ -340,6 +348,7 @@ class Source(object):
         new = j(d, self.fresh(b"ren", os.path.splitext(rel)[1])) if d else \
             self.fresh(b"ren", os.path.splitext(rel)[1])
         os.rename(self.path(rel), self.path(new))
+        self.note = "%r -> %r" % (rel, new)
         return touched | {new}
 
     def move_file(self):
@@ -353,6 +362,7 @@ class Source(object):
             name = self.fresh(b"mv", os.path.splitext(rel)[1])
         new = j(d, name) if d else name
         os.rename(self.path(rel), self.path(new))
+        self.note = "%r -> %r" % (rel, new)
         return touched | {new}
 
     def swap_files(self):
@@ -381,6 +391,7 @@ class Source(object):
                 self.pick([d for d in self.dirs() if d not in old])
         new = j(parent, self.fresh(b"rd")) if parent else self.fresh(b"rd")
         os.rename(self.path(rel), self.path(new))
+        self.note = "%r -> %r (%d entries)" % (rel, new, len(old))
         return old | {new + p[len(rel):] for p in old}
 
     def chmod(self):
@@ -521,12 +532,13 @@ class Source(object):
             if made >= self.rng.randint(3, 5):
                 break
             name, method, _ = self.rng.choices(steps, weights)[0]
+            self.note = None
             got = method()
             if got is None:
                 continue
             made += 1
             touched |= got
-            self.log.append("%s %r" % (name, sorted(got)[:4]))
+            self.log.append("%s %s" % (name, self.note or repr(sorted(got)[:4])))
         self.settle()
         return touched
 
@@ -566,7 +578,10 @@ def copy_round(work, number, s, cat, opts, dest_r, dest_m, msrsync_opts=None,
     assert oracle.returncode == 0, "%s\nplain rsync failed:\n%s" % (where, describe(oracle))
     assert result.returncode == 0, "%s\n%s" % (where, describe(result))
     assert b"Traceback" not in result.stderr, describe(result)
-    diffs = diff_snapshots(snapshot(dest_r), snapshot(dest_m), "rsync", "msrsync")
+    # a directory gone from SRC that DEST keeps, part deleted (what filter rules
+    # shield stays): both tools leave it at the time they ran
+    diffs = diff_snapshots(*mask_run_time_dir_mtimes(snapshot(dest_r), snapshot(dest_m)),
+                           label_a="rsync", label_b="msrsync")
     assert not diffs, "%s\nDESTs differ (%d):\n  %s" % (where, len(diffs),
                                                        "\n  ".join(diffs[:25]))
     c = catalog_of(summary)
@@ -614,10 +629,25 @@ def run_sequence(tmp_path, opts, seed, rounds, msrsync_opts=None, to_dest=None):
     c = go(2)
     check(c["used"] is True, c, "catalog not used")
     check(c["changed"] <= len(closure(touched)), c, "changed above %d" % len(closure(touched)))
-    if s.delete:
+    # (moves are made at DEST only where rsync deletes the old path plainly:
+    # --delete, and no filter rule, which -F is)
+    if s.delete and "-F" not in opts:
         check(c["renamed"] >= BULK_FILES, c, "renamed below the %d files of the renamed "
               "directory" % BULK_FILES)
-    for number in range(3, 3 + rounds):
+    # what keeps size and mtime: two files rewritten (in place, and a new inode renamed
+    # over one), which rsync's quick check leaves as they were at DEST; a mode
+    s.log = []
+    touched = set()
+    for swap_in in (False, True):
+        touched |= s._rewrite(keep_mtime=True, swap_in=swap_in)
+        s.log.append("modify_same_size_and_mtime %r" % sorted(touched)[-1:])
+    touched |= s.chmod()
+    s.log.append("chmod")
+    s.settle()
+    c = go(3)
+    check(c["used"] is True, c, "catalog not used")
+    check(c["changed"] <= len(closure(touched)), c, "changed above %d" % len(closure(touched)))
+    for number in range(4, 4 + rounds):
         touched = s.random_round()
         c = go(number)
         check(c["used"] is True, c, "catalog not used")
@@ -655,6 +685,75 @@ def test_the_sequence_to_a_dest_over_ssh_copies_like_rsync(tmp_path, sshd_server
     run_sequence(tmp_path, opts, 7100, REMOTE_ROUNDS,
                  msrsync_opts=opts + " -e " + shlex.quote(sshd_server.rsh),
                  to_dest=sshd_server.remote)
+
+
+def _tiny(root, spec):
+    """SRC from {relative path: content, or None for a directory}, every entry at an
+    old time of its own."""
+    root = os.fsencode(root)
+    os.makedirs(root)
+    for rel, data in spec.items():
+        if data is None:
+            os.makedirs(j(root, rel), exist_ok=True)
+        else:
+            with open(j(root, rel), "wb") as handle:
+                handle.write(data)
+    for i, rel in enumerate(sorted(spec, key=lambda r: -r.count(b"/"))):
+        os.utime(j(root, rel), (BASE_S + i, BASE_S + i))
+    os.utime(root, (BASE_S - 1, BASE_S - 1))
+    return root
+
+
+def _twice(tmp_path, spec, opts, change):
+    """SRC copied with the catalog and with rsync, change(SRC) made, copied again:
+    the DESTs compared; returns the second run's catalog object."""
+    work = os.fsencode(tmp_path)
+    src = _tiny(j(work, b"src"), spec)
+    dest_r, dest_m = j(work, b"rsync-dest"), j(work, b"msrsync-dest")
+    cat = j(work, b"catalog.sqlite")
+    for number in (0, 1):
+        if number:
+            change(src)
+        summary = j(work, b"run%d.json" % number)
+        cp = msrsync_with_catalog(cat, opts, src + b"/", dest_m + b"/", summary)
+        assert cp.returncode == 0, describe(cp)
+        cp = run_rsync(src + b"/", dest_r + b"/", opts=opts.split())
+        assert cp.returncode == 0, describe(cp)
+    assert_same_tree(dest_r, dest_m, label_a="rsync", label_b="msrsync")
+    return catalog_of(summary)
+
+
+@pytest.mark.parametrize("opts", ["-a", "-a --delete"])
+def test_a_file_changed_at_srcs_top_leaves_dests_root_time_as_rsync(tmp_path, opts):
+    """Only a file directly under SRC's root changed (SRC's root itself not): the
+    catalog run must leave DEST's root at SRC's time, as rsync does (its temporary
+    file in DEST's root moves the root's mtime to the present)."""
+    def change(src):
+        with open(j(src, b"top"), "wb") as handle:
+            handle.write(b"HELLO\n")
+        os.utime(j(src, b"top"), (BASE_S + 100, BASE_S + 100))
+    c = _twice(tmp_path, {b"top": b"hello\n", b"sub/": None, b"sub/f": b"x\n"}, opts, change)
+    assert c["used"] is True, c
+
+
+@pytest.mark.parametrize("rule", ["per-directory", "global"])
+def test_a_file_moved_out_of_a_protected_place_keeps_its_dest_copy_like_rsync(tmp_path,
+                                                                             rule):
+    """A "P *.dat" rule, in SRC's .rsync-filter (-F) or given with --filter, protects
+    DEST's a/x.dat from --delete: when SRC moves it to b/x.dat, rsync makes b/x.dat and
+    keeps a/x.dat. A catalog run must not delete (or move) the protected copy."""
+    spec = {b"a/": None, b"b/": None, b"a/x.dat": b"data\n", b"b/y": b"other\n"}
+    if rule == "per-directory":
+        spec[b".rsync-filter"] = b"P *.dat\n"
+        opts = "-a --delete -F"
+    else:
+        opts = "-a --delete --filter=P_*.dat"
+
+    def change(src):
+        os.rename(j(src, b"a/x.dat"), j(src, b"b/x.dat"))
+        for i, d in enumerate((b"a", b"b")):
+            os.utime(j(src, d), (BASE_S + 100 + i, BASE_S + 100 + i))
+    _twice(tmp_path, spec, opts, change)
 
 
 # --------------------------------------------------------------------------- DEST changed
@@ -771,7 +870,7 @@ def _landed(dest, names, size):
 @pytest.mark.parametrize("again", ["catalog", "resume"])
 def test_a_run_killed_mid_way_leaves_the_catalog_whole_and_the_next_run_ends_as_rsync(
         tmp_path, again):
-    """A catalog run, then 130 new files (1.7 MB at 2 x 300 KB/s) and some changes,
+    """A catalog run, then 123 new files (1.6 MB at 2 x 300 KB/s) and some changes,
     and a catalog run with -k -b BUCKETS SIGKILLed (its process group) once some new
     files landed. The catalog is still a whole SQLite file. The next run with the same
     command, or --resume DIR, leaves DEST as plain rsync leaves the killed run's DEST
