@@ -8,7 +8,7 @@
 
 # Every option msrsync --help lists.
 _msrsync_options='-p --processes -f --files -s --size --readahead --scan-threads
-    --resume --retries -b --buckets -k --keep -j --show -P --progress --stats
+    --catalog --catalog-sample --changes --resume --retries -b --buckets -k --keep -j --show -P --progress --stats
     --json --status-file --verify --metrics --survey --html --check --stop-at
     --max-duration --window-grace -d --dry-run -v --version -h --help --hosts
     --hostfile --host-shell -r --rsync -t --selftest -e --bench -g --benchshm
@@ -74,13 +74,13 @@ _msrsync()
 
     case $prev in
         -p | --processes | -f | --files | -s | --size | --readahead | \
-            --scan-threads | --retries | --bench-entries | --bench-reps | --stop-at | --max-duration | \
+            --scan-threads | --catalog-sample | --retries | --bench-entries | --bench-reps | --stop-at | --max-duration | \
             --window-grace)
             return ;;     # a number, a size, a time or a duration
         -b | --buckets | --resume)
             _filedir -d
             return ;;
-        --json | --status-file | --metrics | --html | --hostfile)
+        --json | --status-file | --metrics | --html | --hostfile | --catalog | --changes)
             _filedir
             return ;;
         --hosts)
