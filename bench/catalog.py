@@ -57,6 +57,7 @@ def parse_args(argv):
     p.add_argument("--relay-entries", type=int, default=0,
                    help="a second tree of this many files, DEST behind sshfs and the relay")
     p.add_argument("--reps", type=int, default=2)
+    p.add_argument("--relay-reps", type=int, default=1)
     p.add_argument("--procs", default="2,4")
     p.add_argument("--delay-ms", type=float, default=0.5)
     p.add_argument("--workdir", default="/tmp/msrsync-bench-catalog")
@@ -307,7 +308,8 @@ def relay_section(a, names, log_path, spawner):
         mount.start()
         dests = {n: os.path.join(mount.mountpoint, n) for n in names}
         tools = Tools(a, work, src, dests)
-        times, ops = run_reps(a, tools, log_path, spawner, SftpCounter(mount.log))
+        times, ops = run_reps(argparse.Namespace(**dict(vars(a), reps=a.relay_reps)), tools,
+                              log_path, spawner, SftpCounter(mount.log))
     finally:
         if mount is not None:
             mount.stop()
@@ -315,7 +317,7 @@ def relay_section(a, names, log_path, spawner):
         server.stop()
     out = table(times, ops)
     print("\n## DEST behind sshfs and the relay (%.1f ms each way): %d files, %d reps\n" % (
-        a.delay_ms, a.relay_entries, a.reps))
+        a.delay_ms, a.relay_entries, a.relay_reps))
     print(out)
     shutil.rmtree(work, ignore_errors=True)
     return out
