@@ -1115,3 +1115,42 @@ def test_a_negative_catalog_sample_exits_1(tmp_path):
     assert cp.returncode == 1, describe(cp)
     assert b"--catalog-sample" in cp.stderr, describe(cp)
     assert not os.path.lexists(cat) and not os.path.lexists(dest)
+
+
+def catalog_rows(cat):
+    """A catalog's rows and meta, as SQLite reads them (its file's header says
+    which journal it keeps, which is no content)."""
+    with sqlite3.connect(os.fsdecode(cat)) as db:
+        return (sorted(db.execute("SELECT * FROM entries")),
+                sorted(db.execute("SELECT * FROM meta")))
+
+
+@pytest.mark.parametrize("dry", ["msrsync -d", "rsync -n"])
+def test_a_dry_run_with_a_catalog_writes_none_and_changes_nothing(tmp_path, dry):
+    """A dry run (msrsync's -d, rsync's -n) with --catalog, with no catalog yet or
+    with one: exit 0, no catalog written or changed, and the next real run still
+    finds its catalog good (it sends only what changed)."""
+    work = os.fsencode(tmp_path)
+    src, dest, cat = j(work, b"src"), j(work, b"dest"), j(work, b"cat.sqlite")
+    os.makedirs(j(src, b"a"))
+    for i in range(5):
+        with open(j(src, b"a", b"f%d" % i), "wb") as handle:
+            handle.write(b"%d" % i)
+    opts, extra = ("-a --delete -n", ()) if dry == "rsync -n" else ("-a --delete", ("-d",))
+    cp = msrsync_with_catalog(cat, opts, src + b"/", dest + b"/", extra=extra)
+    assert cp.returncode == 0, describe(cp)
+    assert not os.path.exists(cat)
+    cp = msrsync_with_catalog(cat, "-a --delete", src + b"/", dest + b"/")
+    assert cp.returncode == 0, describe(cp)
+    before = catalog_rows(cat)
+    with open(j(src, b"a", b"f1"), "ab") as handle:
+        handle.write(b"more")
+    cp = msrsync_with_catalog(cat, opts, src + b"/", dest + b"/", extra=extra)
+    assert cp.returncode == 0 and b"Traceback" not in cp.stderr, describe(cp)
+    assert catalog_rows(cat) == before
+    summary = j(work, b"last.json")
+    cp = msrsync_with_catalog(cat, "-a --delete", src + b"/", dest + b"/", summary)
+    assert cp.returncode == 0, describe(cp)
+    c = catalog_of(summary)
+    assert c["used"] is True and 1 <= c["changed"] <= 2, c
+    assert_same_tree(src, dest)
