@@ -154,7 +154,8 @@ class Tools(object):
         if name == "rsync":
             return ["rsync", "-a", "--delete", src, dest]
         if name == "floor":
-            return ["sh", "-c", 'find "$1" -printf "%%s %%T@ %%p\\n" >/dev/null && '
+            # (find's own format: "%%" would print a "%" and stat nothing)
+            return ["sh", "-c", 'find "$1" -printf "%s %T@ %p\\n" >/dev/null && '
                     'rsync -a --delete-missing-args --force --from0 --files-from="$2" "$1" "$3"',
                     "floor", src, changes_list, dest]
         procs = name.split("-p")[1]

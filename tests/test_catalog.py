@@ -589,9 +589,9 @@ def copy_round(work, number, s, cat, opts, dest_r, dest_m, msrsync_opts=None,
     return c
 
 
-def run_sequence(tmp_path, opts, seed, rounds, msrsync_opts=None, to_dest=None):
+def run_sequence(tmp_path, opts, seed, rounds, msrsync_opts=None, to_dest=None, extra=()):
     """The first copy, an unchanged re-run, BULK renamed alone, then `rounds` random
-    rounds. A DEST that differs from rsync's fails at once (the next rounds would
+    rounds (msrsync given `extra` options too). A DEST that differs from rsync's fails at once (the next rounds would
     start from different trees); what the catalog's account says wrong is gathered,
     round by round, and fails the test at the end."""
     work = os.fsencode(tmp_path)
@@ -604,7 +604,8 @@ def run_sequence(tmp_path, opts, seed, rounds, msrsync_opts=None, to_dest=None):
     problems = []
 
     def go(number):
-        return copy_round(work, number, s, cat, opts, dest_r, dest_m, msrsync_opts, mdest)
+        return copy_round(work, number, s, cat, opts, dest_r, dest_m, msrsync_opts, mdest,
+                          extra=extra)
 
     def check(ok, c, what):
         if not ok:
@@ -669,6 +670,18 @@ def test_a_random_sequence_of_changes_copies_like_rsync_round_after_round(tmp_pa
     quick check skips (same size and mtime), that moves a renamed entry without
     --delete (rsync keeps the old name), or that sends everything again."""
     run_sequence(tmp_path, opts, 7000 + OPTION_SETS.index(opts), ROUNDS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("opts,walkers", [("-a", "0"), ("-aH --delete", "0"),
+                                          ("-a --delete", "3")])
+def test_the_sequence_compared_in_process_or_by_more_walkers_copies_like_rsync(
+        tmp_path, opts, walkers):
+    """The comparison without walker processes (--scan-threads 0: the run's own walk)
+    and with more walkers than CPUs (their answers taken in the order asked) ends
+    as rsync too: catches a difference between the two ways of comparing."""
+    run_sequence(tmp_path, opts, 7200 + OPTION_SETS.index(opts), ROUNDS,
+                 extra=["--scan-threads", walkers])
 
 
 @pytest.fixture(scope="module")
