@@ -1167,3 +1167,59 @@ def test_a_dry_run_with_a_catalog_writes_none_and_changes_nothing(tmp_path, dry)
     c = catalog_of(summary)
     assert c["used"] is True and 1 <= c["changed"] <= 2, c
     assert_same_tree(src, dest)
+
+
+def _catalog_rows(cat):
+    """What a catalog holds: its meta and its entries, in order."""
+    db = sqlite3.connect(os.fsdecode(cat))
+    try:
+        return (db.execute("SELECT * FROM meta ORDER BY key").fetchall(),
+                db.execute("SELECT * FROM entries ORDER BY src, parent, name").fetchall())
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("opts", ["-a", "-a --delete"])
+def test_survey_with_the_catalog_says_what_the_next_run_sends_and_deletes(tmp_path, opts):
+    """Catches a survey whose account of the next run with the catalog (what it
+    would send, move and delete, what it compares) is not what that run then does,
+    or that changes DEST or the catalog."""
+    work = os.fsencode(tmp_path)
+    src = _tiny(j(work, b"src"), {b"a": b"1", b"d": None, b"d/b": b"22", b"d/c": b"333",
+                                  b"e": None, b"e/f": b"4444"})
+    dest, twin, cat = j(work, b"dest"), j(work, b"twin"), j(work, b"cat.sqlite")
+    cp = msrsync_with_catalog(cat, opts, src + b"/", dest + b"/")
+    assert cp.returncode == 0, describe(cp)
+    assert run_rsync(src + b"/", twin + b"/", opts=opts.split()).returncode == 0
+    with open(j(src, b"d/b"), "wb") as handle:
+        handle.write(b"longer than before")
+    with open(j(src, b"e/new"), "wb") as handle:
+        handle.write(b"n")
+    os.unlink(j(src, b"a"))
+    # (the parents at times of their own: rsync leaves a directory's time
+    # alone that differs in the fraction of a second only)
+    for i, rel in enumerate((b"e", b"")):
+        os.utime(j(src, rel) if rel else src, (BASE_S + 100 + i, BASE_S + 100 + i))
+    before_dest, before_cat = snapshot(dest), _catalog_rows(cat)
+    report = j(work, b"survey.json")
+    cp = run_msrsync("--survey", "--catalog", cat, "--json", report, "--rsync", opts,
+                     src + b"/", dest + b"/")
+    assert cp.returncode == 0, describe(cp)
+    assert b"The next run with the catalog" in cp.stdout, describe(cp)
+    with open(report) as handle:
+        survey = json.load(handle)["catalog"]
+    assert snapshot(dest) == before_dest and _catalog_rows(cat) == before_cat
+    summary = j(work, b"run.json")
+    cp = msrsync_with_catalog(cat, opts, src + b"/", dest + b"/", summary)
+    assert cp.returncode == 0, describe(cp)
+    run = catalog_of(summary)
+    deletes = "--delete" in opts
+    assert survey["usable"] is True and run["used"] is True, (survey, run)
+    assert (survey["would_send"], survey["would_move"], survey["would_delete"]) == (
+        2, 0, 1 if deletes else 0), survey
+    assert survey["would_send_bytes"] == len(b"longer than before") + 1, survey
+    assert (survey["compared"], survey["would_delete"]) == (run["compared"], run["deleted"]), (
+        survey, run)
+    cp = run_rsync(src + b"/", twin + b"/", opts=opts.split())
+    assert cp.returncode == 0
+    assert_same_tree(twin, dest, label_a="rsync", label_b="msrsync")
