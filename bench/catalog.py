@@ -37,7 +37,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -185,9 +184,12 @@ def prepare(a, work, entries, seed, dest_names, dest_root):
     return src, dests
 
 
-def run_reps(a, tools, log_path, spawner, counter=None):
+def run_reps(a, tools, log_path, spawner, counter=None, check_dirs=None):
     """The reps: SRC changed, then each tool in turn; returns {tool: [Measure]} and
-    DEST's operations {tool: [(ops, metadata ops, changed)]}."""
+    DEST's operations {tool: [(ops, metadata ops, changed)]}.  Each DEST is compared
+    with rsync's after each rep, at check_dirs (tool -> its path; its DEST's own by
+    default: a DEST behind the relay is compared where the server keeps it)."""
+    check_dirs = check_dirs or tools.dest_of
     rng = random.Random(a.seed)
     times = {n: [] for n in tools.names}
     ops = {n: [] for n in tools.names}
@@ -214,9 +216,9 @@ def run_reps(a, tools, log_path, spawner, counter=None):
                 ops[name].append((total - before[0], meta - before[1], len(changed)))
             log("rep %d %-12s %7.2f s  cpu %6.2f s  rss %6.1f MB" % (
                 rep, name, m.wall, m.user + m.sys, m.maxrss_kib / 1024.0))
-        want = snapshot(tools.dest_of["rsync"])
+        want = snapshot(check_dirs["rsync"])
         for name in tools.names:
-            got = snapshot(tools.dest_of[name])
+            got = snapshot(check_dirs[name])
             if got != want:
                 bad = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
                 raise SystemExit("%s's DEST differs from rsync's at rep %d: %s" % (
@@ -310,7 +312,7 @@ def relay_section(a, names, log_path, spawner):
         dests = {n: os.path.join(mount.mountpoint, n) for n in names}
         tools = Tools(a, work, src, dests)
         times, ops = run_reps(argparse.Namespace(**dict(vars(a), reps=a.relay_reps)), tools,
-                              log_path, spawner, SftpCounter(mount.log))
+                              log_path, spawner, SftpCounter(mount.log), local_dests)
     finally:
         if mount is not None:
             mount.stop()
