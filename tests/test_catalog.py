@@ -1223,3 +1223,63 @@ def test_survey_with_the_catalog_says_what_the_next_run_sends_and_deletes(tmp_pa
     cp = run_rsync(src + b"/", twin + b"/", opts=opts.split())
     assert cp.returncode == 0
     assert_same_tree(twin, dest, label_a="rsync", label_b="msrsync")
+
+
+def _walkers_of(cat):
+    """The pids of the live catalog walkers reading `cat` (their command line names it)."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                argv = handle.read().split(b"\0")
+            with open("/proc/%s/stat" % pid, "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if cat in argv and b"-c" in argv and state != b"Z":
+            pids.append(int(pid))
+    return pids
+
+
+def test_an_interrupt_stops_a_frozen_catalog_walker_and_leaves_none(tmp_path):
+    """The run's one catalog walker is frozen (SIGSTOP) mid-walk, then msrsync gets
+    SIGINT: it must end (exit 20) rather than wait on the walker forever, and leave
+    no walker behind, frozen or not; catches walkers the run's stop does not reach."""
+    work = os.fsencode(tmp_path)
+    src, dest, cat = j(work, b"src"), j(work, b"dest"), j(work, b"catalog.sqlite")
+    for d in range(200):
+        os.makedirs(j(src, b"d%03d" % d))
+        for f in range(50):
+            with open(j(src, b"d%03d/f%02d" % (d, f)), "wb") as handle:
+                handle.write(b"x")
+    cp = msrsync_with_catalog(cat, "-a --delete", src + b"/", dest + b"/")
+    assert cp.returncode == 0, describe(cp)
+    with open(j(src, b"d100/f00"), "wb") as handle:
+        handle.write(b"changed")
+    log = open(j(work, b"run.log"), "wb")
+    proc = subprocess.Popen([sys.executable, MSRSYNC, "--catalog", cat, "--scan-threads", "1",
+                             "--rsync", "-a --delete", src + b"/", dest + b"/"],
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    frozen = []
+    try:
+        found = wait_for(lambda: _walkers_of(cat), 30, interval=0.002)
+        assert found, "no walker seen:\n" + text(open(log.name, "rb").read())
+        for pid in found:
+            os.kill(pid, signal.SIGSTOP)
+            frozen.append(pid)
+        assert proc.poll() is None, "the run ended before its walker was frozen"
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+        for pid in _walkers_of(cat):
+            os.kill(pid, signal.SIGKILL)
+    output = open(log.name, "rb").read()
+    assert code == 20, "exit %d:\n%s" % (code, text(output))
+    assert b"Traceback" not in output, text(output)
+    assert wait_for(lambda: not _walkers_of(cat), 5), "walkers left: %r" % _walkers_of(cat)
