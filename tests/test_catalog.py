@@ -37,6 +37,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -717,11 +718,13 @@ def _tiny(root, spec):
     return root
 
 
-def _twice(tmp_path, spec, opts, change):
-    """SRC copied with the catalog and with rsync, change(SRC) made, copied again:
-    the DESTs compared; returns the second run's catalog object."""
+def _twice(tmp_path, spec, opts, change, pause=0):
+    """SRC copied with the catalog and with rsync (`pause` seconds after SRC is
+    made), change(SRC) made, copied again: the DESTs compared; returns the second
+    run's catalog object."""
     work = os.fsencode(tmp_path)
     src = _tiny(j(work, b"src"), spec)
+    time.sleep(pause)
     dest_r, dest_m = j(work, b"rsync-dest"), j(work, b"msrsync-dest")
     cat = j(work, b"catalog.sqlite")
     for number in (0, 1):
@@ -767,6 +770,37 @@ def test_a_file_moved_out_of_a_protected_place_keeps_its_dest_copy_like_rsync(tm
         for i, d in enumerate((b"a", b"b")):
             os.utime(j(src, d), (BASE_S + 100 + i, BASE_S + 100 + i))
     _twice(tmp_path, spec, opts, change)
+
+
+def test_a_renamed_directory_is_compared_by_content_only_where_its_inodes_changed(
+        tmp_path):
+    """A directory of files whose ctimes are older than the catalog run renamed, one
+    file in it rewritten with its size and mtime kept (its ctime is new): the run
+    moves the directory at DEST and hands rsync the rewritten file alone (its old
+    copy came along with the move; rsync -c sends the difference), not the ones
+    whose every stat field, ctime included, is as the catalog sent them. Catches a
+    move trusted without the ctime (the stale copy would stay) and every moved file
+    compared again."""
+    files = 12
+    spec = {b"keep": b"k\n", b"old/": None}
+    spec.update((b"old/f%02d" % i, b"x" * (i + 1)) for i in range(files))
+
+    def change(src):
+        os.rename(j(src, b"old"), j(src, b"new"))
+        path = j(src, b"new/f03")
+        st = os.lstat(path)
+        with open(path, "r+b") as handle:
+            handle.write(b"Y" * st.st_size)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.utime(src, (BASE_S + 500, BASE_S + 500))
+    # (past the margin of a settled ctime, CATALOG_SETTLED_NS)
+    c = _twice(tmp_path, spec, "-a --delete", change, pause=2.2)
+    assert c["used"] is True, c
+    assert c["renamed"] >= files, c
+    # the rewritten file, the moved directory, SRC's root: not the other files
+    assert c["changed"] <= 3, c
+    with open(j(os.fsencode(tmp_path), b"msrsync-dest", b"new", b"f03"), "rb") as handle:
+        assert handle.read() == b"Y" * 4
 
 
 # --------------------------------------------------------------------------- DEST changed
