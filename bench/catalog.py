@@ -164,9 +164,11 @@ class Tools(object):
         return argv + ["--rsync", "-a --delete", src, dest]
 
 
-def prepare(a, work, entries, seed, dest_names, dest_root):
+def prepare(a, work, entries, seed, dest_names, dest_root, whole_seconds=False):
     """SRC, and one DEST a tool, each a copy of SRC (the tools' DESTs hard links of one
-    copy: no tool changes a file in place)."""
+    copy: no tool changes a file in place); whole_seconds: their mtimes as a copy
+    through sshfs leaves them (SFTP carries whole seconds: a tool there can neither
+    see nor set the rest)."""
     src = os.path.join(work, "src")
     if os.path.exists(work):
         subprocess.call(["rm", "-rf", work])
@@ -176,6 +178,13 @@ def prepare(a, work, entries, seed, dest_names, dest_root):
     make_moving(src)
     base = os.path.join(work, "base")
     subprocess.check_call(["cp", "-a", src, base])
+    if whole_seconds:
+        for top, dirs, files in os.walk(base, topdown=False):
+            for name in files + [""]:
+                path = os.path.join(top, name) if name else top
+                st = os.lstat(path)
+                os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns // 10**9 * 10**9),
+                         follow_symlinks=False)
     dests = {}
     os.makedirs(dest_root, exist_ok=True)
     for name in dest_names:
@@ -278,14 +287,16 @@ def main(argv=None):
     names = ["rsync"] + ["msrsync-p%d" % n for n in a.procs] + \
         ["catalog-p%d" % n for n in a.procs] + ["floor"]
     local = os.path.join(a.workdir, "local")
-    src, dests = prepare(a, local, a.entries, a.seed, names, local)
-    tools = Tools(a, local, src, dests)
-    times, _ = run_reps(a, tools, log_path, spawner)
-    results["local"] = table(times)
-    print("\n## Local disk: %d files, %d reps, rsync %s\n" % (
-        a.entries, a.reps, subprocess.check_output(["rsync", "--version"]).split(b"\n")[0].decode()))
-    print(results["local"])
-    shutil.rmtree(local)
+    if a.entries:                     # (--entries 0: the relay's section alone)
+        src, dests = prepare(a, local, a.entries, a.seed, names, local)
+        tools = Tools(a, local, src, dests)
+        times, _ = run_reps(a, tools, log_path, spawner)
+        results["local"] = table(times)
+        print("\n## Local disk: %d files, %d reps, rsync %s\n" % (
+            a.entries, a.reps,
+            subprocess.check_output(["rsync", "--version"]).split(b"\n")[0].decode()))
+        print(results["local"])
+        shutil.rmtree(local)
     if a.relay_entries:
         results["relay"] = relay_section(a, names, log_path, spawner)
     if a.json:
@@ -299,7 +310,8 @@ def relay_section(a, names, log_path, spawner):
     servers = load_servers()
     work = os.path.join(a.workdir, "relay")
     served = os.path.join(work, "served")
-    src, local_dests = prepare(a, work, a.relay_entries, a.seed + 1, names, served)
+    src, local_dests = prepare(a, work, a.relay_entries, a.seed + 1, names, served,
+                               whole_seconds=True)
     server = start_sshd(servers, os.path.join(a.workdir, "sshd"))
     relay = suite.Relay(servers, server.port, a.delay_ms, work)
     mount = None
