@@ -718,13 +718,11 @@ def _tiny(root, spec):
     return root
 
 
-def _twice(tmp_path, spec, opts, change, pause=0):
-    """SRC copied with the catalog and with rsync (`pause` seconds after SRC is
-    made), change(SRC) made, copied again: the DESTs compared; returns the second
-    run's catalog object."""
+def _twice(tmp_path, spec, opts, change):
+    """SRC copied with the catalog and with rsync, change(SRC) made, copied again:
+    the DESTs compared; returns the second run's catalog object."""
     work = os.fsencode(tmp_path)
     src = _tiny(j(work, b"src"), spec)
-    time.sleep(pause)
     dest_r, dest_m = j(work, b"rsync-dest"), j(work, b"msrsync-dest")
     cat = j(work, b"catalog.sqlite")
     for number in (0, 1):
@@ -772,34 +770,47 @@ def test_a_file_moved_out_of_a_protected_place_keeps_its_dest_copy_like_rsync(tm
     _twice(tmp_path, spec, opts, change)
 
 
-def test_a_renamed_directory_is_compared_by_content_only_where_its_inodes_changed(
+def test_a_renamed_directory_holding_a_copy_the_quick_check_left_stale_ends_as_rsync(
         tmp_path):
-    """A directory of files whose ctimes are older than the catalog run renamed, one
-    file in it rewritten with its size and mtime kept (its ctime is new): the run
-    moves the directory at DEST and hands rsync the rewritten file alone (its old
-    copy came along with the move; rsync -c sends the difference), not the ones
-    whose every stat field, ctime included, is as the catalog sent them. Catches a
-    move trusted without the ctime (the stale copy would stay) and every moved file
-    compared again."""
-    files = 12
+    """A file rewritten with its size and mtime kept (rsync's quick check leaves
+    DEST's old content, the catalog records its new stat as sent), then its
+    directory renamed: rsync sends the file whole to the new path, so the copy
+    moved at DEST must be compared by content. Catches a move trusted because the
+    stat is the catalog's row (ctime included), which says nothing of DEST's
+    content."""
+    work = os.fsencode(tmp_path)
     spec = {b"keep": b"k\n", b"old/": None}
-    spec.update((b"old/f%02d" % i, b"x" * (i + 1)) for i in range(files))
+    spec.update((b"old/f%02d" % i, b"x" * (i + 1)) for i in range(6))
+    src = _tiny(j(work, b"src"), spec)
+    dest_r, dest_m = j(work, b"rsync-dest"), j(work, b"msrsync-dest")
+    cat = j(work, b"catalog.sqlite")
+    opts = "-a --delete"
+    # (ctimes well before the first run: older than any margin a trust might use)
+    time.sleep(2.2)
 
-    def change(src):
-        os.rename(j(src, b"old"), j(src, b"new"))
-        path = j(src, b"new/f03")
+    def rewrite(src):
+        path = j(src, b"old/f03")
         st = os.lstat(path)
         with open(path, "r+b") as handle:
             handle.write(b"Y" * st.st_size)
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        time.sleep(2.2)               # (its new ctime well before the next run too)
+
+    def rename(src):
+        os.rename(j(src, b"old"), j(src, b"new"))
         os.utime(src, (BASE_S + 500, BASE_S + 500))
-    # (past the margin of a settled ctime, CATALOG_SETTLED_NS)
-    c = _twice(tmp_path, spec, "-a --delete", change, pause=2.2)
-    assert c["used"] is True, c
-    assert c["renamed"] >= files, c
-    # the rewritten file, the moved directory, SRC's root: not the other files
-    assert c["changed"] <= 3, c
-    with open(j(os.fsencode(tmp_path), b"msrsync-dest", b"new", b"f03"), "rb") as handle:
+    for number, change in enumerate((None, rewrite, rename)):
+        if change:
+            change(src)
+        summary = j(work, b"run%d.json" % number)
+        cp = msrsync_with_catalog(cat, opts, src + b"/", dest_m + b"/", summary)
+        assert cp.returncode == 0, describe(cp)
+        cp = run_rsync(src + b"/", dest_r + b"/", opts=opts.split())
+        assert cp.returncode == 0, describe(cp)
+        assert_same_tree(dest_r, dest_m, label_a="rsync", label_b="msrsync")
+    c = catalog_of(summary)
+    assert c["used"] is True and c["renamed"] >= 6, c
+    with open(j(dest_m, b"new/f03"), "rb") as handle:
         assert handle.read() == b"Y" * 4
 
 
