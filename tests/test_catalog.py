@@ -718,23 +718,34 @@ def _tiny(root, spec):
     return root
 
 
-def _twice(tmp_path, spec, opts, change):
-    """SRC copied with the catalog and with rsync, change(SRC) made, copied again:
-    the DESTs compared; returns the second run's catalog object."""
+def _in_turn(tmp_path, spec, opts, changes, pause=0, each=False):
+    """SRC made from spec (`pause` seconds before its first copy), then copied with
+    the catalog and with rsync once, and again after each of changes(SRC): the
+    DESTs compared at the end (each: after every copy); returns the last run's
+    catalog object."""
     work = os.fsencode(tmp_path)
     src = _tiny(j(work, b"src"), spec)
+    time.sleep(pause)
     dest_r, dest_m = j(work, b"rsync-dest"), j(work, b"msrsync-dest")
     cat = j(work, b"catalog.sqlite")
-    for number in (0, 1):
-        if number:
+    for number, change in enumerate([None] + list(changes)):
+        if change:
             change(src)
         summary = j(work, b"run%d.json" % number)
         cp = msrsync_with_catalog(cat, opts, src + b"/", dest_m + b"/", summary)
         assert cp.returncode == 0, describe(cp)
         cp = run_rsync(src + b"/", dest_r + b"/", opts=opts.split())
         assert cp.returncode == 0, describe(cp)
+        if each:
+            assert_same_tree(dest_r, dest_m, label_a="rsync", label_b="msrsync")
     assert_same_tree(dest_r, dest_m, label_a="rsync", label_b="msrsync")
     return catalog_of(summary)
+
+
+def _twice(tmp_path, spec, opts, change):
+    """SRC copied with the catalog and with rsync, change(SRC) made, copied again:
+    the DESTs compared; returns the second run's catalog object."""
+    return _in_turn(tmp_path, spec, opts, [change])
 
 
 @pytest.mark.parametrize("opts", ["-a", "-a --delete"])
@@ -778,15 +789,8 @@ def test_a_renamed_directory_holding_a_copy_the_quick_check_left_stale_ends_as_r
     moved at DEST must be compared by content. Catches a move trusted because the
     stat is the catalog's row (ctime included), which says nothing of DEST's
     content."""
-    work = os.fsencode(tmp_path)
     spec = {b"keep": b"k\n", b"old/": None}
     spec.update((b"old/f%02d" % i, b"x" * (i + 1)) for i in range(6))
-    src = _tiny(j(work, b"src"), spec)
-    dest_r, dest_m = j(work, b"rsync-dest"), j(work, b"msrsync-dest")
-    cat = j(work, b"catalog.sqlite")
-    opts = "-a --delete"
-    # (ctimes well before the first run: older than any margin a trust might use)
-    time.sleep(2.2)
 
     def rewrite(src):
         path = j(src, b"old/f03")
@@ -799,18 +803,10 @@ def test_a_renamed_directory_holding_a_copy_the_quick_check_left_stale_ends_as_r
     def rename(src):
         os.rename(j(src, b"old"), j(src, b"new"))
         os.utime(src, (BASE_S + 500, BASE_S + 500))
-    for number, change in enumerate((None, rewrite, rename)):
-        if change:
-            change(src)
-        summary = j(work, b"run%d.json" % number)
-        cp = msrsync_with_catalog(cat, opts, src + b"/", dest_m + b"/", summary)
-        assert cp.returncode == 0, describe(cp)
-        cp = run_rsync(src + b"/", dest_r + b"/", opts=opts.split())
-        assert cp.returncode == 0, describe(cp)
-        assert_same_tree(dest_r, dest_m, label_a="rsync", label_b="msrsync")
-    c = catalog_of(summary)
+    # (ctimes well before the first run: older than any margin a trust might use)
+    c = _in_turn(tmp_path, spec, "-a --delete", (rewrite, rename), pause=2.2, each=True)
     assert c["used"] is True and c["renamed"] >= 6, c
-    with open(j(dest_m, b"new/f03"), "rb") as handle:
+    with open(j(os.fsencode(tmp_path), b"msrsync-dest", b"new", b"f03"), "rb") as handle:
         assert handle.read() == b"Y" * 4
 
 
