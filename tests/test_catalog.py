@@ -16,7 +16,10 @@ the test leaves in SRC is set explicitly, distinct to the nanosecond, so that no
 hides in the same second. The --json summary's "catalog" object must say the catalog
 was used, and how little was handed to rsync. Two small fixed cases pin what the
 sequence found: a file changed at SRC's top (DEST's root time) and a file moved out
-of a place a protect rule shields at DEST.
+of a place a protect rule shields at DEST. A renamed directory's copies are moved at
+DEST and handed to rsync -c only where the catalog cannot know DEST's content is
+SRC's: a copy rsync's quick check left stale, a file changed within the 2 s before
+the run that wrote it; the files the last run wrote whole are not read again.
 
 Also here: the same sequence to a DEST over ssh (remote.py's sshd on 127.0.0.1); a
 DEST changed behind the catalog's back, or replaced by a copy (exit 47, nothing
@@ -27,6 +30,7 @@ stays a whole SQLite file; the next run, or --resume, ends as rsync would from t
 (exit 45); the usage errors (exit 4, exit 1).
 """
 
+import collections
 import json
 import os
 import random
@@ -587,6 +591,8 @@ def copy_round(work, number, s, cat, opts, dest_r, dest_m, msrsync_opts=None,
                                                        "\n  ".join(diffs[:25]))
     c = catalog_of(summary)
     c["where"] = where
+    with open(summary) as handle:
+        c["files_seen"] = json.load(handle)["rsync_stats"]["files_seen"]
     return c
 
 
@@ -600,6 +606,9 @@ def run_sequence(tmp_path, opts, seed, rounds, msrsync_opts=None, to_dest=None, 
     cat = j(work, b"catalog.sqlite")
     s = Source(j(work, b"src"), seed, opts, dest_r)
     s.populate()
+    # (ctimes settled before the first copy: the files it writes are marked so,
+    # and BULK's copies are later moved without a comparison by content)
+    time.sleep(2.2)
     entries = len(s.entries()) + 1
     mdest = to_dest(dest_m + b"/") if to_dest else None
     problems = []
@@ -636,6 +645,8 @@ def run_sequence(tmp_path, opts, seed, rounds, msrsync_opts=None, to_dest=None, 
     if s.delete and "-F" not in opts:
         check(c["renamed"] >= BULK_FILES, c, "renamed below the %d files of the renamed "
               "directory" % BULK_FILES)
+        check(c["files_seen"] < BULK_FILES, c, "the renamed directory's files, which "
+              "the first copy wrote, handed to rsync again")
     # what keeps size and mtime: two files rewritten (in place, and a new inode renamed
     # over one), which rsync's quick check leaves as they were at DEST; a mode
     s.log = []
@@ -701,28 +712,33 @@ def test_the_sequence_to_a_dest_over_ssh_copies_like_rsync(tmp_path, sshd_server
                  to_dest=sshd_server.remote)
 
 
+Link = collections.namedtuple("Link", "target")
+
+
 def _tiny(root, spec):
-    """SRC from {relative path: content, or None for a directory}, every entry at an
-    old time of its own."""
+    """SRC from {relative path: content, None for a directory, or a Link}, every
+    entry at an old time of its own."""
     root = os.fsencode(root)
     os.makedirs(root)
     for rel, data in spec.items():
         if data is None:
             os.makedirs(j(root, rel), exist_ok=True)
+        elif isinstance(data, Link):
+            os.symlink(data.target, j(root, rel))
         else:
             with open(j(root, rel), "wb") as handle:
                 handle.write(data)
     for i, rel in enumerate(sorted(spec, key=lambda r: -r.count(b"/"))):
-        os.utime(j(root, rel), (BASE_S + i, BASE_S + i))
+        os.utime(j(root, rel), (BASE_S + i, BASE_S + i), follow_symlinks=False)
     os.utime(root, (BASE_S - 1, BASE_S - 1))
     return root
 
 
-def _in_turn(tmp_path, spec, opts, changes, pause=0, each=False):
+def _in_turn(tmp_path, spec, opts, changes, pause=0, each=False, extra=()):
     """SRC made from spec (`pause` seconds before its first copy), then copied with
-    the catalog and with rsync once, and again after each of changes(SRC): the
-    DESTs compared at the end (each: after every copy); returns the last run's
-    catalog object."""
+    the catalog (and `extra` options) and with rsync once, and again after each of
+    changes(SRC): the DESTs compared at the end (each: after every copy); returns
+    the last run's catalog object."""
     work = os.fsencode(tmp_path)
     src = _tiny(j(work, b"src"), spec)
     time.sleep(pause)
@@ -732,7 +748,7 @@ def _in_turn(tmp_path, spec, opts, changes, pause=0, each=False):
         if change:
             change(src)
         summary = j(work, b"run%d.json" % number)
-        cp = msrsync_with_catalog(cat, opts, src + b"/", dest_m + b"/", summary)
+        cp = msrsync_with_catalog(cat, opts, src + b"/", dest_m + b"/", summary, extra)
         assert cp.returncode == 0, describe(cp)
         cp = run_rsync(src + b"/", dest_r + b"/", opts=opts.split())
         assert cp.returncode == 0, describe(cp)
@@ -808,6 +824,74 @@ def test_a_renamed_directory_holding_a_copy_the_quick_check_left_stale_ends_as_r
     assert c["used"] is True and c["renamed"] >= 6, c
     with open(j(os.fsencode(tmp_path), b"msrsync-dest", b"new", b"f03"), "rb") as handle:
         assert handle.read() == b"Y" * 4
+
+
+def handed_to_rsync(summary_path):
+    """The names a run kept with -k gave its transfer buckets' rsyncs (their lists,
+    in the bucket directory its --json summary names, which then goes)."""
+    with open(summary_path) as handle:
+        kept = os.fsencode(json.load(handle)["buckets_dir"])
+    names = set()
+    try:
+        for name in os.listdir(kept):
+            if name[:1].isdigit() and name.endswith(b".list"):
+                with open(j(kept, name), "rb") as handle:
+                    names.update(n for n in handle.read().split(b"\0") if n)
+    finally:
+        shutil.rmtree(kept)
+    return names
+
+
+RENAMED = {b"keep": b"k\n", b"old/": None, b"old/sub/": None, b"old/sub/deep": b"d\n",
+           b"old/link": Link(b"f00")}
+RENAMED.update((b"old/f%02d" % i, b"x" * (i + 1)) for i in range(12))
+
+
+def _renamed_in_turn(tmp_path, before=None):
+    """RENAMED's SRC copied once its ctimes are settled (2.2 s after it was made),
+    again after before(SRC) if given, and once more after old/ is renamed new/: the
+    DESTs compared after each copy; returns the last run's catalog object and what
+    its rsyncs were given."""
+    def rename(src):
+        os.rename(j(src, b"old"), j(src, b"new"))
+        os.utime(src, (BASE_S + 500, BASE_S + 500))
+    changes = ([before] if before is not None else []) + [rename]
+    c = _in_turn(tmp_path, RENAMED, "-a --delete", changes, pause=2.2, each=True,
+                 extra=["-k"])
+    work = os.fsencode(tmp_path)
+    for number in range(len(changes)):
+        handed_to_rsync(j(work, b"run%d.json" % number))
+    return c, handed_to_rsync(j(work, b"run%d.json" % len(changes)))
+
+
+def test_a_renamed_directory_of_copies_the_last_run_wrote_is_moved_and_not_read_again(
+        tmp_path):
+    """The last run wrote every file of old/ (rsync sent them whole, their ctimes
+    settled before it began), then old/ is renamed: DEST's copy is moved, and no
+    rsync is given its files or its symlink, since every stat field of theirs is
+    the catalog's and DEST's content is what SRC has. DEST still ends as rsync's.
+    Catches a move that compares by content what the catalog knows is there."""
+    c, handed = _renamed_in_turn(tmp_path)
+    assert c["used"] is True and c["renamed"] >= 15, c
+    assert not any(n.startswith(b"new/") and not n.endswith(b"/") for n in handed), handed
+
+
+def test_a_moved_copy_whose_file_changed_in_the_last_runs_margin_is_compared_by_content(
+        tmp_path):
+    """old/f03 is rewritten (another size) just before the run that sends it: rsync
+    writes it whole, but its ctime is not settled before that run began, so the
+    catalog does not say DEST's content is SRC's (a rewrite during the run, or an
+    inode number given again within a clock's tick, would look the same). Once
+    old/ is renamed, new/f03 goes to rsync -c, the files written long before it do
+    not, and DEST ends as rsync's. Catches a WRITTEN mark without the margin."""
+    def rewrite(src):
+        with open(j(src, b"old/f03"), "wb") as handle:
+            handle.write(b"longer now\n")
+        os.utime(j(src, b"old/f03"), (BASE_S + 300, BASE_S + 300))
+        os.utime(j(src, b"old"), (BASE_S + 400, BASE_S + 400))
+    c, handed = _renamed_in_turn(tmp_path, before=rewrite)
+    assert c["used"] is True and c["renamed"] >= 15, c
+    assert sorted(n for n in handed if n.startswith(b"new/")) == [b"new/f03"], handed
 
 
 # --------------------------------------------------------------------------- DEST changed
