@@ -6,14 +6,16 @@
     python3 bench/catalog.py --quick                   # 20,000 entries, one rep
 
 A tree of ENTRIES files (bench/common.py's dataset, ~50 files a directory) is copied
-once to a DEST for each tool. Each rep then changes SRC as a migration's last day
+once to a DEST for each tool; a catalog tool's DEST is written by its own first run,
+as a migration that uses --catalog from its first copy has it. Each rep then changes SRC as a migration's last day
 does: 0.1% of the files rewritten (new size and mtime), a few deleted and added, and
 one directory of 1,000 files (RENAMED) renamed; then every tool brings its own DEST
 up to date, page cache dropped before each (where the kernel allows):
 
   rsync         rsync -a --delete SRC/ DEST/
   msrsync-pN    msrsync -p N --rsync "-a --delete" SRC/ DEST/
-  catalog-pN    the same with --catalog FILE (made by an untimed first run)
+  catalog-pN    the same with --catalog FILE (made by an untimed first run, which
+                copies SRC whole into an empty DEST)
   floor         find SRC -printf (one stat pass, the work a catalog cannot avoid),
                 then one rsync -a --delete-missing-args given exactly the changed
                 paths (the bench knows them: it made them)
@@ -37,6 +39,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -48,6 +51,9 @@ MSRSYNC = os.path.join(os.path.dirname(HERE), "msrsync")
 RENAMED = 1000
 # SFTP requests that carry file data; every other one is a metadata operation
 DATA_REQUESTS = ("READ", "WRITE")
+# msrsync marks a file its rsync wrote only once the file's ctime is this much
+# older than the run (its CATALOG_SETTLED_NS): the catalogs' first runs wait for it
+SETTLED_S = 2.2
 
 
 def parse_args(argv):
@@ -166,9 +172,10 @@ class Tools(object):
 
 def prepare(a, work, entries, seed, dest_names, dest_root, whole_seconds=False):
     """SRC, and one DEST a tool, each a copy of SRC (the tools' DESTs hard links of one
-    copy: no tool changes a file in place); whole_seconds: their mtimes as a copy
-    through sshfs leaves them (SFTP carries whole seconds: a tool there can neither
-    see nor set the rest)."""
+    copy: no tool changes a file in place), but for the catalog tools, whose first run
+    makes theirs; whole_seconds: the copies' mtimes as a copy through sshfs leaves
+    them (SFTP carries whole seconds: a tool there can neither see nor set the
+    rest)."""
     src = os.path.join(work, "src")
     if os.path.exists(work):
         subprocess.call(["rm", "-rf", work])
@@ -189,7 +196,8 @@ def prepare(a, work, entries, seed, dest_names, dest_root, whole_seconds=False):
     os.makedirs(dest_root, exist_ok=True)
     for name in dest_names:
         dests[name] = os.path.join(dest_root, name)
-        subprocess.check_call(["cp", "-al", base, dests[name]])
+        if not name.startswith("catalog"):
+            subprocess.check_call(["cp", "-al", base, dests[name]])
     return src, dests
 
 
@@ -202,7 +210,8 @@ def run_reps(a, tools, log_path, spawner, counter=None, check_dirs=None):
     rng = random.Random(a.seed)
     times = {n: [] for n in tools.names}
     ops = {n: [] for n in tools.names}
-    # the catalogs, made the full way (untimed)
+    # the catalogs, made the full way (untimed), SRC's ctimes settled first
+    time.sleep(SETTLED_S)
     for name in tools.names:
         if name.startswith("catalog"):
             m = measure(tools.argv(name, None), log_path, spawner)

@@ -573,8 +573,9 @@ def _commands(rsync_text, processes=4, slot_options=lambda slot: [], source=None
         processes=processes, scan_only=False, fix_dir_perms=False,
         item_format=options.item_format(), out_format="%i", overlap=False,
         filter_traces=False, adaptive=False, scan_threads=None, retries=2,
-        summary_on_stdout=False, items_read=False, verify=False, progress=False, keep=False,
-        stats=False, json=None, live_reports=False, host_shell=None, readahead=None)
+        summary_on_stdout=False, items_read=False, item_names=False, verify=False,
+        progress=False, keep=False, stats=False, json=None, live_reports=False,
+        host_shell=None, readahead=None)
     return m.BucketCommands(settings, slot_options), source
 
 
