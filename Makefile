@@ -63,12 +63,12 @@ help:
 test:
 	@bash .ci/deps >/dev/null || { echo "make test: could not install rsync/pytest (see: bash .ci/deps)" >&2; exit 1; }
 	@if $(PYTHON) -c "import xdist" 2>/dev/null; then \
-	  echo "$(PYTHON) -m pytest -q -n $(JOBS) --dist loadgroup tests"; \
-	  $(PYTHON) -m pytest -q -n $(JOBS) --dist loadgroup tests; \
+	  echo "$(PYTHON) -m pytest -q -n $(JOBS) --dist loadgroup --durations=20 tests"; \
+	  $(PYTHON) -m pytest -q -n $(JOBS) --dist loadgroup --durations=20 tests; \
 	else \
 	  echo "(no pytest-xdist: the tests run one at a time)"; \
-	  echo "$(PYTHON) -m pytest -q tests"; \
-	  $(PYTHON) -m pytest -q tests; \
+	  echo "$(PYTHON) -m pytest -q --durations=20 tests"; \
+	  $(PYTHON) -m pytest -q --durations=20 tests; \
 	fi
 
 rsync-suite:
