@@ -43,8 +43,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import (Spawner, build_dataset, load_servers, log, measure,  # noqa: E402
-                    settle_caches, start_sshd)
+from common import (Spawner, build_dataset, command_prefix, load_servers, log,  # noqa: E402
+                    measure, settle_caches, start_sshd, use_this_python)
 import suite  # noqa: E402
 
 MSRSYNC = os.path.join(os.path.dirname(HERE), "msrsync")
@@ -164,7 +164,8 @@ class Tools(object):
                     'rsync -a --delete-missing-args --force --from0 --files-from="$2" "$1" "$3"',
                     "floor", src, changes_list, dest]
         procs = name.split("-p")[1]
-        argv = [sys.executable, MSRSYNC, "-p", procs]
+        # (as a program: its code kept compiled, as a user's runs have it)
+        argv = command_prefix(MSRSYNC) + ["-p", procs]
         if name.startswith("catalog"):
             argv += ["--catalog", os.path.join(self.work, name + ".catalog")]
         return argv + ["--rsync", "-a --delete", src, dest]
@@ -284,6 +285,7 @@ def table(times, ops=None):
 
 def main(argv=None):
     a = parse_args(argv)
+    use_this_python()
     # the program as it is now, for every run (an edit while the bench runs changes nothing)
     global MSRSYNC
     os.makedirs(a.workdir, exist_ok=True)
