@@ -847,17 +847,16 @@ RENAMED = {b"keep": b"k\n", b"old/": None, b"old/sub/": None, b"old/sub/deep": b
 RENAMED.update((b"old/f%02d" % i, b"x" * (i + 1)) for i in range(12))
 
 
-def _renamed_in_turn(tmp_path, before=None):
-    """RENAMED's SRC copied once its ctimes are settled (2.2 s after it was made),
-    again after before(SRC) if given, and once more after old/ is renamed new/: the
-    DESTs compared after each copy; returns the last run's catalog object and what
-    its rsyncs were given."""
+def _renamed_in_turn(tmp_path, before=None, opts="-a --delete"):
+    """RENAMED's SRC copied (rsync OPTS) once its ctimes are settled (2.2 s after it
+    was made), again after before(SRC) if given, and once more after old/ is renamed
+    new/: the DESTs compared after each copy; returns the last run's catalog object
+    and what its rsyncs were given."""
     def rename(src):
         os.rename(j(src, b"old"), j(src, b"new"))
         os.utime(src, (BASE_S + 500, BASE_S + 500))
     changes = ([before] if before is not None else []) + [rename]
-    c = _in_turn(tmp_path, RENAMED, "-a --delete", changes, pause=2.2, each=True,
-                 extra=["-k"])
+    c = _in_turn(tmp_path, RENAMED, opts, changes, pause=2.2, each=True, extra=["-k"])
     work = os.fsencode(tmp_path)
     for number in range(len(changes)):
         handed_to_rsync(j(work, b"run%d.json" % number))
@@ -892,6 +891,17 @@ def test_a_moved_copy_whose_file_changed_in_the_last_runs_margin_is_compared_by_
     c, handed = _renamed_in_turn(tmp_path, before=rewrite)
     assert c["used"] is True and c["renamed"] >= 15, c
     assert sorted(n for n in handed if n.startswith(b"new/")) == [b"new/f03"], handed
+
+
+def test_with_append_a_renamed_directorys_copies_are_compared_by_content(tmp_path):
+    """--append sends only what a DEST file lacks, taking the rest for SRC's: a file
+    it sent is not known to be SRC's whole, so once old/ is renamed every file in it
+    goes to rsync -c. Catches a catalog that trusts what --append wrote."""
+    c, handed = _renamed_in_turn(tmp_path, opts="-a --delete --append")
+    assert c["used"] is True and c["renamed"] >= 15, c
+    files = sorted(b"new/" + rel[4:] for rel, data in RENAMED.items()
+                   if rel.startswith(b"old/") and isinstance(data, bytes))
+    assert sorted(n for n in handed if n in files) == files, handed
 
 
 # --------------------------------------------------------------------------- DEST changed
