@@ -113,16 +113,26 @@ def test_a_status_file_that_becomes_unwritable_is_one_warning_and_the_copy_goes_
     where = tmp_path / "status"
     where.mkdir()
     proc = start_msrsync("-p", "2", "-f", "3", "--status-file", where / "such.json",
-                         src + b"/", dest, env=_env(MSRSYNC_STATUS_INTERVAL="0.1"))
+                         "--rsync", SLOW, src + b"/", dest,
+                         env=_env(MSRSYNC_STATUS_INTERVAL="0.1"))
+
+    def running():
+        try:
+            with open(str(where / "such.json")) as handle:
+                return json.load(handle)["status"] == "RUNNING"
+        except (OSError, ValueError):
+            return False
     with ended(proc):
-        assert wait_for((where / "such.json").exists, 60), "no status file written"
+        # removed while the rsyncs still run (at --bwlimit, seconds), so a write is left
+        assert wait_for(running, 60), "no status file written while running"
         shutil.rmtree(str(where))
+        assert proc.poll() is None, "the run ended before its status file was removed"
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, text(err)
     lines = [l for l in text(err).splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith("msrsync: warning: cannot write the "
                                                    "status file"), lines
-    assert_like_rsync(tmp_path, src, dest, ["-aS", "--numeric-ids"])
+    assert_like_rsync(tmp_path, src, dest, ["-a"])
 
 
 def test_bwlimit_is_one_limit_for_the_run_shared_by_the_rsyncs(tmp_path):
