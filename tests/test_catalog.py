@@ -1378,6 +1378,7 @@ def _walkers_of(cat):
     return pids
 
 
+@pytest.mark.slow
 def test_an_interrupt_stops_a_frozen_catalog_walker_and_leaves_none(tmp_path):
     """The run's one catalog walker is frozen (SIGSTOP) mid-walk, then msrsync gets
     SIGINT: it must end (exit 20) rather than wait on the walker forever, and leave

@@ -119,6 +119,7 @@ def test_the_batch_configuration_has_no_keep_alive_of_its_own(make_hosts):
     assert found.get("serveraliveinterval") in ("0", "300"), found.get("serveraliveinterval")
 
 
+@pytest.mark.slow
 def test_a_cut_link_under_batch_ssh_is_seen_within_the_bound_and_its_run_stopped_there(
         tmp_path, make_hosts, slow_src):
     """BatchMode yes and no keep-alive in the ssh configuration, h3's link cut mid-run
@@ -144,6 +145,7 @@ def test_a_cut_link_under_batch_ssh_is_seen_within_the_bound_and_its_run_stopped
         assert after["h1"] and after["h2"], after
 
 
+@pytest.mark.slow
 def test_a_frozen_host_under_ip_netns_exec_is_given_up_and_leaves_no_stray_file(
         tmp_path, make_hosts, slow_src):
     """--host-shell "ip netns exec" (no network, no keep-alive of any kind below
@@ -160,6 +162,7 @@ def test_a_frozen_host_under_ip_netns_exec_is_given_up_and_leaves_no_stray_file(
         assert told is not None and told - at <= 4 + 2 + 5, describe(cp)
 
 
+@pytest.mark.slow
 def test_a_host_that_crashes_leaves_no_stray_temporary_file(tmp_path, make_hosts,
                                                            slow_src):
     """Every process of h2 killed at once mid-run (SIGKILL: its rsyncs leave their
@@ -171,6 +174,7 @@ def test_a_host_that_crashes_leaves_no_stray_temporary_file(tmp_path, make_hosts
         assert host_lines(cp, "h2"), describe(cp)
 
 
+@pytest.mark.slow
 def test_a_lost_hosts_buckets_are_neither_failed_nor_counted_twice_in_any_report(
         tmp_path, make_hosts, slow_src):
     """h2 crashes mid-run: once it is gone, the SIGUSR1 line counts the hosts alive,

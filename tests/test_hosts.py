@@ -687,6 +687,7 @@ def _lose_a_host(tmp_path, make_hosts, slow_src, lose):
         return hs, cp
 
 
+@pytest.mark.slow
 def test_a_host_killed_mid_run_has_its_buckets_run_elsewhere(tmp_path, make_hosts,
                                                              slow_src):
     _lose_a_host(tmp_path, make_hosts, slow_src, netns.kill_host)
@@ -713,6 +714,7 @@ def test_a_host_that_hangs_mid_run_has_its_buckets_run_elsewhere(tmp_path, make_
     assert time.monotonic() - started < 90
 
 
+@pytest.mark.slow
 def test_every_host_lost_keeps_the_bucket_directory_and_exits_255_then_resume_goes_on(
         tmp_path, make_hosts, slow_src):
     """Both hosts die mid-run: exit 255, the bucket directory kept; --resume DIR with

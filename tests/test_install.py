@@ -6,6 +6,8 @@ compiled code lives in the user's cache directory ($XDG_CACHE_HOME/msrsync, else
 import os
 import subprocess
 
+import pytest
+
 from helpers import MSRSYNC, PROJECT_DIR, make_tree, run_cmd, text, assert_same_tree, run_rsync
 
 
@@ -137,6 +139,7 @@ def test_default_cache_is_under_home_and_an_unusable_one_is_no_error(tmp_path):
     assert sorted(os.listdir(str(program.parent))) == ["msrsync"]
 
 
+@pytest.mark.slow
 def test_selftest_passes_and_leaves_nothing_in_tmpdir(tmp_path):
     """The program's --selftest, run as a user runs it (the program, through its
     loader): every check ok, nothing left in $TMPDIR.  (One run for both: each

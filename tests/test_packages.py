@@ -26,7 +26,7 @@ from helpers import (IS_ROOT, MANPAGE, MSRSYNC, PROJECT_DIR, describe, run_cmd, 
 import shells
 
 # (pytest 9.2 ignores this mark: the builds and dpkg are kept one at a time by locks)
-pytestmark = pytest.mark.xdist_group("packages")
+pytestmark = [pytest.mark.xdist_group("packages"), pytest.mark.slow]
 
 COMPLETION_DIR = os.path.join(PROJECT_DIR, "man", "completion")
 NEWS = os.path.join(PROJECT_DIR, "NEWS.md")

@@ -174,6 +174,7 @@ def test_no_relative_and_no_dirs_are_no_ops_like_rsync(tmp_path, setting, rsync_
 
 # ------------------------------------------------------------------ --delay-updates
 
+@pytest.mark.slow
 @pytest.mark.parametrize("partial_dir", [[], ["--partial-dir=.hold"]], ids=["default", "named"])
 def test_delay_updates_with_workers_sharing_a_directory(tmp_path, partial_dir):
     """--delay-updates holds each directory's new files in .~tmp~ (or --partial-dir)

@@ -605,6 +605,7 @@ def sshfs_dir(sshd, tmp_path):
         stop_process(proc)
 
 
+@pytest.mark.slow
 def test_buckets_are_not_held_where_dest_is_a_network_file_system(tmp_path, sshfs_dir):
     """On NFS or sshfs an entry is a round trip: there balance, not rsync
     start-ups, makes the time, and the re-run's buckets keep the caps (1,000s)."""

@@ -25,7 +25,7 @@ from helpers import MSRSYNC, assert_same_tree, describe, run_rsync, wait_for
 from test_hosts import (OPTS, QUICK, SLOW, SLOW_CAPS, Watch, host_summaries, slash, slow_tree,
                         top_rsyncs)
 
-pytestmark = pytest.mark.xdist_group("slurm")
+pytestmark = [pytest.mark.xdist_group("slurm"), pytest.mark.slow]
 
 README = os.path.join(os.path.dirname(MSRSYNC), "README.md")
 
