@@ -930,8 +930,9 @@ def assert_refused_by_the_catalog(cp):
 @pytest.mark.parametrize("share", ["all", "half"])
 def test_a_dest_changed_behind_the_catalog_is_refused_with_47(tmp_path, share):
     """Every (or every second) file of DEST grown and re-timed after the catalog run,
-    and one SRC file changed: the run stats the sample, refuses (47, one line) and
-    copies nothing. With --catalog-sample 0 it does not look (the documented
+    and in SRC a file changed, a file and a directory renamed: the run stats the
+    sample (beside its walk), refuses (47, one line), and neither copies nor moves
+    anything at DEST. With --catalog-sample 0 it does not look (the documented
     trade-off) and runs."""
     s, cat, dest = _copied_once(tmp_path, dirs=8, files=60, bulk=False)
     files = sorted(p for p, e in snapshot(dest).items() if e["type"] == "file")
@@ -942,6 +943,8 @@ def test_a_dest_changed_behind_the_catalog_is_refused_with_47(tmp_path, share):
             t = s.when()
             os.utime(j(dest, rel), ns=(t, t))
     s.grow()
+    s.rename_file()
+    s.rename_dir()
     s.settle()
     before = snapshot(dest)
     cp = msrsync_with_catalog(cat, "-a --delete", s.root + b"/", dest + b"/")
