@@ -15,7 +15,7 @@ from helpers import MANPAGE, PROJECT_DIR, README, load_msrsync, run_msrsync, tex
 # shell failed, as rsync passes ssh's code on) came with remote ends, 45 (another
 # user's file or directory refused) with the security checks.
 SPEC_EXIT_CODES = {0, 1, 2, 3, 4, 5, 6, 10, 11, 12, 13, 14, 20, 21, 22, 23, 24, 25, 30, 35,
-                   40, 41, 42, 43, 44, 45, 46, 47, 255}
+                   40, 41, 42, 43, 44, 45, 46, 47, 48, 255}
 
 
 def code_table():

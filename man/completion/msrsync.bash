@@ -10,7 +10,7 @@
 _msrsync_options='-p --processes -f --files -s --size --readahead --scan-threads
     --catalog --catalog-sample --changes --resume --retries -b --buckets -k --keep -j --show -P --progress --stats
     --json --status-file --verify --metrics --survey --html --check --stop-at
-    --max-duration --window-grace -d --dry-run -v --version -h --help --hosts
+    --preflight --log --max-duration --window-grace -d --dry-run -v --version -h --help --hosts
     --hostfile --host-shell -r --rsync -t --selftest -e --bench -g --benchshm
     --bench-entries --bench-reps'
 
@@ -80,8 +80,11 @@ _msrsync()
         -b | --buckets | --resume)
             _filedir -d
             return ;;
-        --json | --status-file | --metrics | --html | --hostfile | --catalog | --changes)
+        --json | --status-file | --metrics | --html | --hostfile | --catalog | --changes | --log)
             _filedir
+            return ;;
+        --preflight)
+            COMPREPLY=($(compgen -W "refuse warn off" -- "$cur"))
             return ;;
         --hosts)
             _msrsync_hosts
