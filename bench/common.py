@@ -661,6 +661,19 @@ def reap_orphans():
             return
 
 
+def run_ok(argv, env, prog):
+    """Wall seconds of one run of argv, which must exit 0 (else PROG exits,
+    with the command's words)."""
+    start = time.monotonic()
+    cp = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE)
+    seconds = time.monotonic() - start
+    if cp.returncode != 0:
+        sys.exit("%s: %s exited %d: %s" % (
+            prog, " ".join(argv), cp.returncode, cp.stderr.decode(errors="replace").strip()))
+    return seconds
+
+
 def measure(argv, log_path, spawner):
     """Run ARGV (stdout+stderr to LOG_PATH) and return its Measure.
 

@@ -23,24 +23,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MSRSYNC = os.path.join(HERE, os.pardir, "msrsync")
+PROG = "bench/trust.py"
 sys.path.insert(0, HERE)
-from common import use_this_python  # noqa: E402  (same directory)
-
-
-def run_ok(argv, env):
-    """Wall seconds of one run of argv, which must exit 0."""
-    start = time.monotonic()
-    cp = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.PIPE)
-    seconds = time.monotonic() - start
-    if cp.returncode != 0:
-        sys.exit("bench/trust.py: %s exited %d: %s" % (
-            " ".join(argv), cp.returncode, cp.stderr.decode(errors="replace").strip()))
-    return seconds
+from common import run_ok, use_this_python  # noqa: E402  (same directory)
 
 
 def medians(commands, env, reps):
@@ -49,7 +37,7 @@ def medians(commands, env, reps):
     times = [[] for _ in commands]
     for _ in range(reps):
         for argv, got in zip(commands, times):
-            got.append(run_ok(argv, env))
+            got.append(run_ok(argv, env, PROG))
     return [statistics.median(got) for got in times]
 
 
@@ -81,7 +69,7 @@ def main():
             copies.append(os.path.join(work, "msrsync-%d" % number))
             shutil.copy(program, copies[-1])
             os.chmod(copies[-1], 0o755)
-            run_ok([copies[-1], "--version"], env)          # (the cache filled)
+            run_ok([copies[-1], "--version"], env, PROG)          # (the cache filled)
         startups = medians([[copy, "--version"] for copy in copies], env, args.reps)
         reruns = medians([["rsync", "-a", src + "/", dest + "/"]] +
                          [[copy, "-p", "2", "--json", os.path.join(work, "summary.json"),

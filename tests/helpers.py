@@ -131,8 +131,14 @@ def processes():
             continue
 
 
-def rsync_processes_mentioning(needle):
-    """(pid, argv) of live rsync processes whose command line contains needle (bytes).
+# What the command line of every rsync of msrsync's pre-flight of DEST holds (its probe's
+# directory at DEST, or its own in the bucket directory): not a worker's.
+PREFLIGHT_MARK = b"preflight-"
+
+
+def rsync_processes_mentioning(needle, preflight=False):
+    """(pid, argv) of live rsync processes whose command line contains needle (bytes):
+    the run's workers, and with preflight those of its pre-flight of DEST too.
 
     Scans /proc; zombies are ignored (they hold nothing and are reaped by their parent).
     """
@@ -142,7 +148,8 @@ def rsync_processes_mentioning(needle):
         argv = cmdline.split(b"\0")
         if state == b"Z" or not argv or not argv[0]:
             continue
-        if os.path.basename(argv[0]).startswith(b"rsync") and needle in cmdline:
+        if os.path.basename(argv[0]).startswith(b"rsync") and needle in cmdline and \
+                (preflight or PREFLIGHT_MARK not in cmdline):
             found.append((pid, argv))
     return found
 
@@ -157,12 +164,18 @@ def wait_for(predicate, timeout, interval=0.05):
         time.sleep(interval)
 
 
-def running_rsyncs(tmp_path):
-    """(pid, argv) of the live rsyncs whose command line names tmp_path: this test's own."""
-    return rsync_processes_mentioning(os.fsencode(tmp_path))
+def running_rsyncs(tmp_path, preflight=False):
+    """(pid, argv) of the live rsyncs whose command line names tmp_path: this test's own
+    workers (with preflight, its pre-flight's too)."""
+    return rsync_processes_mentioning(os.fsencode(tmp_path), preflight)
 
 
-def kill_leftovers(tmp_path, find=running_rsyncs):
+def every_rsync(tmp_path):
+    """Every live rsync of this test's own, its pre-flight's too."""
+    return running_rsyncs(tmp_path, preflight=True)
+
+
+def kill_leftovers(tmp_path, find=every_rsync):
     """Clean up after a failed test: SIGKILL the (pid, argv) find(tmp_path) lists, only
     processes of this test's own directory."""
     for pid, _ in find(tmp_path):
@@ -182,7 +195,7 @@ def end(proc, tmp_path):
 
 def assert_no_rsync_left(tmp_path):
     """Killed process groups go at once; allow the kernel a moment to reap them."""
-    left = wait_for(lambda: not running_rsyncs(tmp_path), 2) or running_rsyncs(tmp_path)
+    left = wait_for(lambda: not every_rsync(tmp_path), 2) or every_rsync(tmp_path)
     assert left is True, "rsync processes left running: %r" % (left,)
 
 

@@ -578,3 +578,33 @@ def serve_rsync_daemon(tmp_path_factory, kind=None):
         yield daemon
     finally:
         daemon.stop()
+
+
+def serve_sshfs(sshd, directory):
+    """Generator for a pytest fixture: DIRECTORY/served mounted over sshfs from the
+    private sshd (a network file system msrsync knows by its type, fuse.sshfs) at
+    DIRECTORY/mnt; yields (mount point, served directory), unmounts it and stops its
+    sshfs by pid afterwards; skips the test without sshfs, /dev/fuse or sftp-server."""
+    # the private sshd has no sftp subsystem: sshfs runs the server as a command
+    server = [p for p in ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server",
+                          "/usr/lib/ssh/sftp-server") if os.path.exists(p)]
+    if shutil.which("sshfs") is None or not os.path.exists("/dev/fuse") or not server:
+        pytest.skip("needs sshfs, /dev/fuse and sftp-server")
+    served, mnt = os.path.join(directory, "served"), os.path.join(directory, "mnt")
+    os.mkdir(served)
+    os.mkdir(mnt)
+    proc = subprocess.Popen(
+        ["sshfs", "-f", "-o", "ssh_command=" + sshd.rsh, "-o", "sftp_server=" + server[0],
+         sshd.remote(served), mnt],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while not os.path.ismount(mnt):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                stop_process(proc)          # (its stderr then ends: no read hangs)
+                pytest.skip("sshfs did not mount: %s" % proc.stderr.read()[-300:])
+            time.sleep(0.05)
+        yield mnt, served
+    finally:
+        subprocess.run(["fusermount", "-u", mnt], stderr=subprocess.DEVNULL)
+        stop_process(proc)

@@ -194,3 +194,17 @@ def test_the_log_is_a_new_file_never_another_users_link(tmp_path):
     assert cp.returncode == 45, describe(cp)
     assert target.read_bytes() == b"precious\n"
     assert not os.path.exists(str(tmp_path / "d2"))
+
+
+def test_a_log_keeps_msrsync_from_becoming_rsync(tmp_path):
+    """-p 1 of a local copy would be rsync itself, which writes no log: --log keeps
+    msrsync in charge, and the log is rsync's list."""
+    src = os.fsencode(tmp_path / "src")
+    make_tree(src, kind="weird", seed=8)
+    oracle = run_rsync(src + b"/", os.fsencode(tmp_path / "oracle"),
+                       opts=OPTS + ["--out-format=%i|%n"])
+    log = str(tmp_path / "run.log")
+    cp = run_msrsync("--log", log, "--rsync", " ".join(OPTS), src + b"/",
+                     os.fsencode(tmp_path / "ms"))
+    assert cp.returncode == 0 and oracle.returncode == 0, describe(cp)
+    assert _log_items(_records(log)) == _rsync_items(oracle.stdout)

@@ -73,7 +73,7 @@ def _slow(tmp_path, wait):
     bindir = tmp_path / "slow-bin"
     bindir.mkdir()
     script = bindir / "rsync"
-    script.write_text('#!/bin/sh\ncase "$*" in *--version*) ;; *) sleep %s;; esac\n'
+    script.write_text('#!/bin/sh\ncase "$*" in *--version*|*preflight-*) ;; *) sleep %s;; esac\n'
                       'exec /usr/bin/rsync "$@"\n' % wait)
     script.chmod(0o755)
     env = dict(os.environ)

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from helpers import (age, assert_same_tree, build, describe, differential, end,
-                     load_msrsync, run_msrsync, run_rsync, running_rsyncs, start_msrsync,
+                     load_msrsync, run_msrsync, run_rsync, every_rsync, start_msrsync,
                      text, wait_for)
 
 m = load_msrsync()
@@ -401,7 +401,7 @@ def test_resume_removes_temp_files_of_the_buckets_killed_running(tmp_path, shape
         proc.kill()
         proc.communicate(timeout=15)
         # msrsync's watchdog stops its rsyncs
-        left = wait_for(lambda: not running_rsyncs(tmp_path), 15) or running_rsyncs(tmp_path)
+        left = wait_for(lambda: not every_rsync(tmp_path), 15) or every_rsync(tmp_path)
         assert left is True, "rsync processes left running: %r" % (left,)
     finally:
         end(proc, tmp_path)

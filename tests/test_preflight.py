@@ -9,6 +9,7 @@ rsync prints it.  Every mount is made and unmounted by the test, its bindfs stop
 
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import time
@@ -17,7 +18,7 @@ import pytest
 
 from helpers import (IS_ROOT, assert_same_tree, describe, differential, load_msrsync,
                      make_tree, rsync_opts_string, run_cmd, run_msrsync, run_rsync)
-from remote import serve_rsync_daemon, serve_sshd, stop_process
+from remote import serve_rsync_daemon, serve_sshd, serve_sshfs, stop_process
 
 pytestmark = pytest.mark.skipif(not IS_ROOT, reason="mounts file systems: needs root")
 
@@ -374,15 +375,49 @@ def test_the_reader_of_rsyncs_dry_run(lines, dropped):
     msrsync = load_msrsync()
     end = msrsync.parse_endpoint(b"/nowhere")
     options = msrsync.RsyncOptions("-aH")
-    preflight = msrsync.Preflight("rsync", options, end, os.fsencode(os.environ.get(
-        "TMPDIR", "/tmp")))
-    try:
-        preflight.probed = [key for key, why in preflight.asked() if why is None]
-        out = b"".join(msrsync.OUT_MARK + itemize + b"|" + name + b"\n"
-                       for itemize, name in lines)
-        preflight._read(out, b"")
-    finally:
-        shutil.rmtree(preflight.work)
+    preflight = msrsync.Preflight("rsync", options, end, None)
+    preflight.probed = [key for key, why in preflight.asked() if why is None]
+    out = b"".join(msrsync.OUT_MARK + itemize + b"|" + name + b"\n" for itemize, name in lines)
+    preflight._read(out, b"")
     order = [k.key for k in msrsync.PROBE_KINDS]
     assert sorted(preflight.dropped, key=order.index) == \
         sorted(dropped, key=order.index), preflight.dropped
+
+
+@pytest.fixture
+def sshfs_dir(sshd, tmp_path):
+    """(mount point, served directory) of an sshfs mount of the test's own."""
+    for mnt, served in serve_sshfs(sshd, str(tmp_path)):
+        yield pathlib.Path(mnt), served
+
+
+def test_an_sshfs_dest_is_probed_through_its_mount(tmp_path, sshfs_dir):
+    """sshfs, a network file system over SFTP, keeps no xattr, ACL, hard link, device
+    or FIFO, nor holes, and whole seconds: named, refused; what it keeps (owners,
+    modes, symlinks, every name) is not named."""
+    src = _src(tmp_path)
+    mnt, served = sshfs_dir
+    cp = run_msrsync("-p", "2", "--rsync", "-aHAXS", src + b"/", os.fsencode(mnt / "d"))
+    assert cp.returncode == 48, describe(cp)
+    assert _dropped(cp.stderr) == [
+        "extended attributes (user.*)", "ACLs", "hard links", "devices", "FIFOs and sockets",
+        "sub-second modification times", "holes of sparse files"], describe(cp)
+    assert os.listdir(served) == []
+
+
+def test_a_dest_that_takes_nothing_fails_before_the_first_byte(tmp_path):
+    """An immutable DEST takes not even the probe's directory: rsync's own error, its
+    code (11: the directory rsync sends into is not made), before any bucket; DEST is
+    left as it was."""
+    src = _src(tmp_path)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    subprocess.run(["chattr", "+i", str(dest)], check=True)
+    try:
+        cp = run_msrsync("-p", "2", "--rsync", "-a", src + b"/", os.fsencode(dest))
+    finally:
+        subprocess.run(["chattr", "-i", str(dest)])
+    assert cp.returncode == 11, describe(cp)
+    assert b"pre-flight" in cp.stderr and b"Operation not permitted" in cp.stderr, describe(cp)
+    assert b"bucket" not in cp.stderr, describe(cp)
+    assert os.listdir(str(dest)) == []

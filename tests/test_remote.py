@@ -319,10 +319,11 @@ def test_push_logins_with_a_long_bucket_dir(tmp_path, sshd_server, small_src):
     # its socket, "ssh0" in it, is 91
     parent = base + b"/" + b"x" * (86 - len(base) - 1 - 17)
     logins, summary = _push_counting_logins(tmp_path, sshd_server, small_src, parent)
-    # the check, the preparation of DEST, one login an rsync (buckets, the
-    # directory pass)
+    # the check, the preparation of DEST, one login an rsync (the pre-flight's, the
+    # buckets, the directory pass)
     assert summary["rsync_processes"] > 2, summary
-    assert logins == 2 + summary["rsync_processes"], summary
+    assert logins == 2 + summary["preflight"]["rsync_runs"] + summary["rsync_processes"], \
+        summary
 
 
 @pytest.mark.parametrize("slash", [True, False], ids=["SRC-slash", "SRC"])

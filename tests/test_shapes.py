@@ -7,15 +7,15 @@ really the one meant, so a test cannot pass by taking the other path."""
 
 import json
 import os
+import pathlib
 import shutil
-import subprocess
 import time
 
 import pytest
 
 from helpers import (age, assert_same_tree, build, differential, item_lines, oracle_figures,
                      run_msrsync, run_rsync)
-from remote import serve_sshd, stop_process
+from remote import serve_sshd, serve_sshfs
 
 
 def _summary(tmp_path, *args):
@@ -577,32 +577,9 @@ def sshd(tmp_path_factory):
 
 @pytest.fixture
 def sshfs_dir(sshd, tmp_path):
-    """A directory of the test's own, mounted over sshfs from the private sshd
-    (a network file system msrsync knows by its type, fuse.sshfs); unmounted
-    and its sshfs stopped by pid afterwards."""
-    # the private sshd has no sftp subsystem: sshfs runs the server as a command
-    server = [p for p in ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server",
-                          "/usr/lib/ssh/sftp-server") if os.path.exists(p)]
-    if shutil.which("sshfs") is None or not os.path.exists("/dev/fuse") or not server:
-        pytest.skip("needs sshfs, /dev/fuse and sftp-server")
-    served, mnt = tmp_path / "served", tmp_path / "mnt"
-    served.mkdir()
-    mnt.mkdir()
-    proc = subprocess.Popen(
-        ["sshfs", "-f", "-o", "ssh_command=" + sshd.rsh, "-o", "sftp_server=" + server[0],
-         sshd.remote(str(served)), str(mnt)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 20
-        while not os.path.ismount(str(mnt)):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                stop_process(proc)          # (its stderr then ends: no read hangs)
-                pytest.skip("sshfs did not mount: %s" % proc.stderr.read()[-300:])
-            time.sleep(0.05)
-        yield mnt
-    finally:
-        subprocess.run(["fusermount", "-u", str(mnt)], stderr=subprocess.DEVNULL)
-        stop_process(proc)
+    """A directory of the test's own, mounted over sshfs from the private sshd."""
+    for mnt, _ in serve_sshfs(sshd, str(tmp_path)):
+        yield pathlib.Path(mnt)
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from helpers import (transferring, assert_no_rsync_left, assert_same_tree, describe, end, make_tree,
-                     run_msrsync, run_rsync, running_rsyncs, start_msrsync, stderr_lines, text,
+                     run_msrsync, run_rsync, running_rsyncs, every_rsync, start_msrsync, stderr_lines, text,
                      wait_for)
 
 
@@ -87,8 +87,8 @@ def test_sigkilled_msrsync_leaves_no_rsync_running(tmp_path):
         assert transferring(tmp_path / "dest"), "nothing copied"
         proc.kill()
         proc.communicate(timeout=15)
-        left = wait_for(lambda: not running_rsyncs(tmp_path), 10) or \
-            running_rsyncs(tmp_path)
+        left = wait_for(lambda: not every_rsync(tmp_path), 10) or \
+            every_rsync(tmp_path)
         assert left is True, "rsync processes left running: %r" % (left,)
     finally:
         end(proc, tmp_path)
@@ -159,7 +159,7 @@ def _kill_then_resume(tmp_path, src, *caps):
         proc.kill()
         proc.communicate(timeout=15)
         journal = _done_journal(buckets)
-        assert wait_for(lambda: not running_rsyncs(tmp_path), 10)
+        assert wait_for(lambda: not every_rsync(tmp_path), 10)
         (run_dir,) = os.listdir(buckets)
         summary = tmp_path / "summary.json"
         cp = run_msrsync("--resume", os.path.join(buckets, run_dir), "--json", summary)

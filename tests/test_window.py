@@ -15,7 +15,7 @@ import time
 import pytest
 
 from helpers import (age, assert_reports_agree, assert_same_tree, build, load_msrsync,
-                     report_args, run_msrsync, run_rsync, running_rsyncs, text)
+                     report_args, run_msrsync, run_rsync, every_rsync, text)
 
 MSR = load_msrsync()
 
@@ -27,7 +27,7 @@ def _wrapper(tmp_path, wait):
     bindir.mkdir(exist_ok=True)
     log = tmp_path / "argv.log"
     script = bindir / "rsync"
-    script.write_text('#!/bin/sh\ncase "$*" in *--version*) ;; *) echo "$*" >> %s; sleep %s;; '
+    script.write_text('#!/bin/sh\ncase "$*" in *--version*|*preflight-*) ;; *) echo "$*" >> %s; sleep %s;; '
                       'esac\nexec %s "$@"\n' % (log, wait, "/usr/bin/rsync"))
     script.chmod(0o755)
     env = dict(os.environ)
@@ -70,7 +70,7 @@ def test_the_window_ends_the_run_and_resume_finishes_it_as_rsync_would(tmp_path)
     assert 0 < summary["buckets_done"] < summary["buckets_total"], summary
     # no bucket started after the end: what ran is what had started by then
     assert took < 1 + 2 * 0.5 + 5, took
-    assert not running_rsyncs(tmp_path)
+    assert not every_rsync(tmp_path)
     # the next window: --resume goes on, DEST ends as one rsync's
     cp = run_msrsync("--resume", _kept_dir(buckets), "--max-duration", "1h", env=slow)
     assert cp.returncode == 0, text(cp.stderr)
@@ -95,7 +95,7 @@ def test_past_the_grace_the_running_rsyncs_are_stopped_and_their_buckets_stay_to
     # the two it stopped ended without completing (nor are they failures to report)
     assert summary["buckets_done"] - summary["buckets_failed"] == 0, summary
     assert summary["failures"] == [] and summary["window_ended"] is True
-    assert not running_rsyncs(tmp_path)
+    assert not every_rsync(tmp_path)
     cp = run_msrsync("--resume", _kept_dir(buckets))
     assert cp.returncode == 0, text(cp.stderr)
     oracle = tmp_path / "oracle"
@@ -201,7 +201,7 @@ def _gated_wrapper(tmp_path, fast):
     bindir.mkdir()
     count = tmp_path / "runs"
     script = bindir / "rsync"
-    script.write_text('#!/bin/sh\ncase "$*" in *--version*) ;; *) echo x >> %s\n'
+    script.write_text('#!/bin/sh\ncase "$*" in *--version*|*preflight-*) ;; *) echo x >> %s\n'
                       '  [ "$(wc -l < %s)" -gt %d ] && sleep 60;; esac\nexec %s "$@"\n'
                       % (count, count, fast, "/usr/bin/rsync"))
     script.chmod(0o755)
