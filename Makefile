@@ -33,9 +33,10 @@ PY36    ?= $(firstword $(wildcard $(PYENV_ROOT)/versions/3.6*/bin/python3.6 \
                                   $(HOME)/.pyenv/versions/3.6*/bin/python3.6 \
                                   /usr/bin/python3.6 /usr/local/bin/python3.6))
 # Tests run at once under pytest-xdist when it is installed (.ci/deps tries
-# to): one more than the CPUs, since much of a test's time is rsync and ssh
-# starting and exiting, and the worker-host cases wait out timeouts.
-JOBS    ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
+# to): two more than the CPUs, since much of a test's time is rsync and ssh
+# starting and exiting (each run's pre-flight is three rsyncs in turn), and
+# the worker-host cases wait out timeouts.
+JOBS    ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 2 )))
 # The rsync source tree make rsync-suite runs the test suite of: the newest
 # .ci/deps unpacked (Debian's), unless given.
 RSYNC_SOURCE ?= $(or $(MSRSYNC_RSYNC_SOURCE),$(lastword $(sort $(wildcard /var/cache/msrsync-tests/rsync-*))))
