@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 
-from helpers import (IS_ROOT, describe, make_tree, run_msrsync, run_rsync)
+from helpers import (IS_ROOT, describe, end, make_tree, run_msrsync, run_rsync, start_msrsync,
+                     wait_for)
 
 OPTS = ["-aH", "--numeric-ids"]
 MS = ["-p", "3", "-f", "4"]
@@ -208,3 +209,36 @@ def test_a_log_keeps_msrsync_from_becoming_rsync(tmp_path):
                      os.fsencode(tmp_path / "ms"))
     assert cp.returncode == 0 and oracle.returncode == 0, describe(cp)
     assert _log_items(_records(log)) == _rsync_items(oracle.stdout)
+
+
+def test_a_killed_run_leaves_whole_lines_and_resume_adds_the_rest(tmp_path):
+    """msrsync SIGKILLed mid-run: every line of the log is whole JSON (each bucket's are
+    written at once, when its rsync ends); --resume appends what is left, then its
+    totals, and every file of SRC is in the log as sent once at least."""
+    src = os.fsencode(tmp_path / "src")
+    for d in range(4):
+        os.makedirs(os.path.join(src, b"d%d" % d))
+        for i in range(5):
+            with open(os.path.join(src, b"d%d" % d, b"f%d" % i), "wb") as handle:
+                handle.write(os.urandom(20000))
+    log = str(tmp_path / "run.log")
+    buckets = tmp_path / "b"
+    buckets.mkdir()
+    proc = start_msrsync("-p", "2", "-f", "2", "-b", str(buckets), "--log", log, "--rsync",
+                         "-a --bwlimit=100", src + b"/", os.fsencode(tmp_path / "d"))
+    try:
+        assert wait_for(lambda: os.path.exists(log) and os.path.getsize(log) > 0, 60), \
+            "no bucket ended"
+        proc.kill()
+        proc.communicate(timeout=30)
+    finally:
+        end(proc, tmp_path)
+    first = _records(log)
+    assert first and first[-1]["kind"] != "totals", first[-1]
+    (kept,) = os.listdir(str(buckets))
+    cp = run_msrsync("--resume", os.path.join(str(buckets), kept), timeout=300)
+    assert cp.returncode == 0, describe(cp)
+    records = _records(log)
+    assert records[:len(first)] == first and records[-1]["kind"] == "totals"
+    sent = set(_name(r) for r in records if r["kind"] == "transferred")
+    assert sent == set(b"d%d/f%d" % (d, i) for d in range(4) for i in range(5)), sent

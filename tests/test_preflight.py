@@ -11,13 +11,16 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import time
 
 import pytest
 
-from helpers import (IS_ROOT, assert_same_tree, describe, differential, load_msrsync,
-                     make_tree, rsync_opts_string, run_cmd, run_msrsync, run_rsync)
+from helpers import (IS_ROOT, assert_no_rsync_left, assert_same_tree, describe, differential,
+                     end, load_msrsync, make_tree, rsync_opts_string,
+                     rsync_processes_mentioning, run_cmd, run_msrsync, run_rsync,
+                     start_msrsync, wait_for)
 from remote import serve_rsync_daemon, serve_sshd, serve_sshfs, stop_process
 
 pytestmark = pytest.mark.skipif(not IS_ROOT, reason="mounts file systems: needs root")
@@ -421,3 +424,38 @@ def test_a_dest_that_takes_nothing_fails_before_the_first_byte(tmp_path):
     assert b"pre-flight" in cp.stderr and b"Operation not permitted" in cp.stderr, describe(cp)
     assert b"bucket" not in cp.stderr, describe(cp)
     assert os.listdir(str(dest)) == []
+
+
+def test_a_signal_during_the_preflight_stops_it_and_removes_the_probe(tmp_path):
+    """Ctrl-C while the probe's dry run goes on: that rsync stopped as the workers would
+    be, the probe removed from DEST all the same, no rsync left, exit 20 and the run's
+    own reports (nothing copied)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "rsync"
+    # (only the pre-flight's dry run is slowed: it alone has " -n -c -i ")
+    script.write_text('#!/bin/sh\ncase " $* " in *" -n -c -i "*) sleep 60;; esac\n'
+                      'exec /usr/bin/rsync "$@"\n')
+    script.chmod(0o755)
+    env = dict(os.environ, PATH="%s:%s" % (bindir, os.environ["PATH"]))
+    src = _src(tmp_path)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    summary = tmp_path / "s.json"
+    proc = start_msrsync("-p", "2", "--json", summary, "--rsync", "-a", src + b"/",
+                         os.fsencode(dest), env=env)
+    try:
+        assert wait_for(lambda: _probes_left(dest), 20), "the probe never arrived"
+        assert wait_for(lambda: rsync_processes_mentioning(os.fsencode(dest), True), 20)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        end(proc, tmp_path)
+    assert proc.returncode == 20, err
+    assert b"Traceback" not in err and b"interrupted" in err, err
+    assert not _probes_left(dest) and os.listdir(str(dest)) == [], os.listdir(str(dest))
+    assert_no_rsync_left(tmp_path)
+    with open(str(summary)) as handle:
+        report = json.load(handle)
+    assert report["status"] == "INTERRUPTED" and report["buckets_done"] == 0, report
