@@ -18,9 +18,8 @@ import time
 import pytest
 
 from helpers import (IS_ROOT, assert_no_rsync_left, assert_same_tree, describe, differential,
-                     end, load_msrsync, make_tree, rsync_opts_string,
-                     rsync_processes_mentioning, run_cmd, run_msrsync, run_rsync,
-                     start_msrsync, wait_for)
+                     end, load_msrsync, make_tree, processes, rsync_opts_string, run_cmd,
+                     run_msrsync, run_rsync, start_msrsync, wait_for)
 from remote import serve_rsync_daemon, serve_sshd, serve_sshfs, stop_process
 
 pytestmark = pytest.mark.skipif(not IS_ROOT, reason="mounts file systems: needs root")
@@ -445,9 +444,11 @@ def test_a_signal_during_the_preflight_stops_it_and_removes_the_probe(tmp_path):
     proc = start_msrsync("-p", "2", "--json", summary, "--rsync", "-a", src + b"/",
                          os.fsencode(dest), env=env)
     try:
-        assert wait_for(lambda: _probes_left(dest), 20), "the probe never arrived"
-        assert wait_for(lambda: rsync_processes_mentioning(os.fsencode(dest), True), 20)
-        time.sleep(0.2)
+        assert wait_for(lambda: _probes_left(dest) or proc.poll() is not None, 20) and \
+            proc.poll() is None, "the probe never arrived: %r" % (proc.communicate(),)
+        # the dry run, waiting in its wrapper (a shell: no rsync by name yet)
+        assert wait_for(lambda: [c for _, _, _, c in processes()
+                                 if os.fsencode(script) in c and b"\0-n\0" in c], 20)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     finally:
@@ -459,3 +460,16 @@ def test_a_signal_during_the_preflight_stops_it_and_removes_the_probe(tmp_path):
     with open(str(summary)) as handle:
         report = json.load(handle)
     assert report["status"] == "INTERRUPTED" and report["buckets_done"] == 0, report
+
+
+def test_one_supervised_rsync_is_probed_too_where_dest_is_there(tmp_path, bindfs):
+    """-p 1 with --stats is one rsync msrsync supervises: a DEST that is there is probed
+    as the buckets' is; one still to make (rsync makes it) is not."""
+    src = _src(tmp_path)
+    mnt, under = bindfs("--chown-deny")
+    os.mkdir(str(mnt / "there"))
+    cp = run_msrsync("--stats", "--rsync", "-a", src + b"/", os.fsencode(mnt / "there"))
+    assert cp.returncode == 48 and _dropped(cp.stderr) == ["owners", "groups"], describe(cp)
+    assert os.listdir(str(under / "there")) == []
+    cp = run_msrsync("--stats", "--rsync", "-a", src + b"/", os.fsencode(mnt / "new"))
+    assert cp.returncode == 23 and b"pre-flight" not in cp.stderr, describe(cp)
