@@ -224,6 +224,12 @@ def test_preflight_warn_copies_as_rsync_and_reports(tmp_path, bindfs):
                      label_a="rsync", label_b="msrsync")
     assert _dropped(d.msrsync.stderr) == ["extended attributes (user.*)", "ACLs"]
     assert b"copying anyway" in d.msrsync.stderr, describe(d.msrsync)
+    # said again at the end, after the buckets' failures
+    lines = d.msrsync.stderr.decode().splitlines()
+    again = [n for n, l in enumerate(lines) if l.startswith(
+        "msrsync: warning: DEST lacks its extended attributes (user.*), ACLs")]
+    failed = [n for n, l in enumerate(lines) if " failed: rsync exited with code " in l]
+    assert again and failed and again[0] > failed[-1], describe(d.msrsync)
     with open(summary) as handle:
         dropped = json.load(handle)["preflight"]["dropped"]
     assert [k["kind"] for k in dropped] == ["xattrs", "acls"], dropped
