@@ -50,7 +50,8 @@ from common import (HWM_SAMPLE_SECONDS, BenchError, Spawner,  # noqa: E402,F401
                     build_dataset, changed_since, command_prefix, compare_copy, count_tree,
                     dataset_layout, file_digest, filesystem_note, filesystem_of,
                     find_slow_runs, first_line_of, fmt_seconds, is_python_script, loadavg,
-                    log, make_workdir, measure, mib, note_failure, ok_note, parse_int_list,
+                    log, make_workdir, measure, median_or_none, mib, note_failure, ok_note,
+                    parse_int_list,
                     positive_int, remove_tree, rotation, run_main, script_parser,
                     settle_caches, summary_row, tail, write_json)
 
@@ -267,7 +268,7 @@ def run_one(tool, scenario, rep, src, dst, expected, args, workdir, spawner, run
         "rep": rep, "tool": tool.label, "kind": tool.kind, "procs": tool.procs,
         "scenario": scenario, "argv": argv, "wall_s": m.wall,
         "cpu_user_s": m.user, "cpu_sys_s": m.sys, "cpu_s": m.user + m.sys,
-        "maxrss_kib": m.maxrss_kib, "self_hwm_kib": m.self_hwm_kib,
+        "self_cpu_s": m.self_cpu, "maxrss_kib": m.maxrss_kib, "self_hwm_kib": m.self_hwm_kib,
         "exit_code": m.exit_code, "cache_dropped": dropped, "untimed_prep_s": prep,
         "loadavg_after": loadavg(), "log": log_path, "check": None,
     }
@@ -355,6 +356,8 @@ def summarize(tools, runs):
             if good:
                 row.update({
                     "cpu_median_s": statistics.median(r["cpu_s"] for r in good),
+                    "self_cpu_median_s": median_or_none(
+                        [r["self_cpu_s"] for r in good if r.get("self_cpu_s") is not None]),
                     "peak_rss_mib": mib(max(r["maxrss_kib"] for r in good)),
                     "self_hwm_mib": mib(max(r["self_hwm_kib"] for r in good)),
                 })
@@ -375,18 +378,20 @@ def find_outliers(runs, rows):
 
 def markdown_table(rows):
     head = ("| scenario | tool | median s | min | max | ratio to rsync "
-            "| CPU s | peak RSS MB |")
-    out = [head, "|---|---|---:|---:|---:|---:|---:|---:|"]
+            "| CPU s | own CPU s | peak RSS MB |")
+    out = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "median_s" not in r:
-            out.append("| %s | %s | FAILED (%d/%d ok) | | | | | |"
+            out.append("| %s | %s | FAILED (%d/%d ok) | | | | | | |"
                        % (r["scenario"], r["tool"], r["ok_runs"], r["runs"]))
             continue
         ratio = "%.2f" % r["ratio_to_rsync"] if r.get("ratio_to_rsync") else "-"
-        out.append("| %s | %s%s | %s | %s | %s | %s | %s | %.1f |" % (
+        own = r.get("self_cpu_median_s")
+        out.append("| %s | %s%s | %s | %s | %s | %s | %s | %s | %.1f |" % (
             r["scenario"], r["tool"], ok_note(r), fmt_seconds(r["median_s"]),
             fmt_seconds(r["min_s"]), fmt_seconds(r["max_s"]), ratio,
-            fmt_seconds(r["cpu_median_s"]), r["peak_rss_mib"]))
+            fmt_seconds(r["cpu_median_s"]), "-" if own is None else fmt_seconds(own),
+            r["peak_rss_mib"]))
     return "\n".join(out)
 
 

@@ -58,9 +58,11 @@ EXIT_MEANINGS = {
 # What a finished child cost: wall seconds, CPU seconds of the child and its
 # reaped descendants, ru_maxrss of that tree in KiB (the largest single
 # process), the child's own VmHWM in KiB sampled from /proc (0 if unseen),
-# and its exit status (negative: killed by that signal).
+# its exit status (negative: killed by that signal), and the CPU seconds of
+# the child's own process alone, all its threads, none of its children
+# (None if unseen).
 Measure = collections.namedtuple(
-    "Measure", "wall user sys maxrss_kib self_hwm_kib exit_code")
+    "Measure", "wall user sys maxrss_kib self_hwm_kib exit_code self_cpu")
 
 # A tree's shape as counted by count_tree().
 TreeCount = collections.namedtuple("TreeCount", "files dirs symlinks others bytes")
@@ -693,8 +695,10 @@ def measure(argv, log_path, spawner):
         sampler.daemon = True
         sampler.start()
         try:
+            self_cpu = None
             try:
                 os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+                self_cpu = own_cpu_of_exited(pid)
             except AttributeError:
                 pass
             stop.set()
@@ -715,7 +719,21 @@ def measure(argv, log_path, spawner):
         code = -os.WTERMSIG(status)
     else:
         code = os.WEXITSTATUS(status)
-    return Measure(wall, ru.ru_utime, ru.ru_stime, ru.ru_maxrss, hwm[0], code)
+    return Measure(wall, ru.ru_utime, ru.ru_stime, ru.ru_maxrss, hwm[0], code, self_cpu)
+
+
+def own_cpu_of_exited(pid):
+    """The CPU seconds (user + system) of PID's own process, every thread of
+    it and none of its children, read from /proc/PID/stat once it has
+    exited and before it is reaped (os.waitid with WNOWAIT): exact to the
+    clock tick, with nothing added to the process measured.  None if
+    unreadable."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 # ---------------------------------------------------------------------------
