@@ -102,6 +102,8 @@ SFTP_SERVERS = ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-serve
 # sshfs without any cache of its own (cache=no, the seeds' option; dir_cache=no, its
 # sshfs 3 name) and with the kernel's FUSE caches of names and attributes off: every
 # lookup, stat and read goes over the link
+# the share of the uneven sshfs tree's files under its one big top-level directory
+UNEVEN_SHARE = 0.8
 SSHFS_CACHE_OPTS = ["cache=no", "dir_cache=no", "entry_timeout=0", "attr_timeout=0",
                     "negative_timeout=0"]
 
@@ -140,6 +142,20 @@ def build_mixed(root, size, nsmall, seed):
         total += want
         n += 1
     return n
+
+
+def build_uneven(root, nfiles, seed):
+    """A small-file tree whose top level is uneven: UNEVEN_SHARE of its files
+    under one directory, big/ (bench.py's layout there), the others in
+    bench.py's layout beside it (about one top directory per 50 files).
+    Returns the files under big/."""
+    big = int(nfiles * UNEVEN_SHARE)
+    build_dataset(os.path.join(root, "big"), big, seed)
+    build_dataset(root + ".rest", nfiles - big, seed + 1)
+    for name in os.listdir(root + ".rest"):
+        os.rename(os.path.join(root + ".rest", name), os.path.join(root, name))
+    os.rmdir(root + ".rest")
+    return big
 
 
 def build_bigfile(root, size, seed):
@@ -186,12 +202,17 @@ class Datasets(object):
             "text": ({"size": a.text_size}, lambda p: remote.build_big(p, a.text_size, seed + 30)),
             "sshfs": ({"files": a.sshfs_files},
                       lambda p: build_dataset(p, a.sshfs_files, seed + 40) and None),
+            "sshfs-uneven": ({"files": a.sshfs_files},
+                             lambda p: build_uneven(p, a.sshfs_files, seed + 50)),
         }
         params, build = specs[name]
         params = dict(params, kind=name, seed=seed, suite_version=SUITE_VERSION)
         path, count, facts = cached_tree(self.workdir, name, params, build)
         if name in ("small", "sshfs"):
             about = describe_small(count)
+        elif name == "sshfs-uneven":
+            about = "%s; %s of them under one top-level directory, big/, beside %d others" % (
+                describe_small(count), format(facts, ","), len(os.listdir(path)) - 1)
         elif name == "mixed":
             about = ("%s small files of 0-8 KiB and %d files of 5-60 MiB in %s directories, "
                      "%.0f MiB" % (format(count.files - facts, ","), facts,
@@ -209,13 +230,13 @@ def space_needed(args, sections):
     """Bytes the datasets of SECTIONS take, plus the largest DEST and a margin."""
     sizes = {"small": args.files * 6 * 1024, "mixed": args.mixed_size + args.mixed_files * 6144,
              "bigfile": args.big_size, "text": args.text_size,
-             "sshfs": args.sshfs_files * 6 * 1024,
+             "sshfs": args.sshfs_files * 6 * 1024, "sshfs-uneven": args.sshfs_files * 6 * 1024,
              "longtail": args.longtail_small * 16384 + 3 * args.longtail_big_size,
              "check": check.space_needed(check_args(args)) // 2}
     used = set()
     for s in sections:
         used.update({"copy": args.copy_data, "checksum": args.checksum_data,
-                     "compress": ["text"], "ssh": ["text"], "sshfs": ["sshfs"],
+                     "compress": ["text"], "ssh": ["text"], "sshfs": ["sshfs", "sshfs-uneven"],
                      "scaling": ["small"], "longtail": ["longtail"], "check": ["check"]}[s])
     total = sum(sizes[u] for u in used)
     return total + max([sizes[u] for u in used] or [0]) + 256 * MiB
@@ -573,8 +594,16 @@ def section_sshfs(suite):
     if why:
         raise Skip(why)
     server = suite.sshd()
-    data = suite.data.get("sshfs")
-    d = suite.section_dir("sshfs")
+    for name in a.sshfs_data:
+        yield sshfs_case(suite, server, "sshfs" if name == "even" else "sshfs-" + name)
+
+
+def sshfs_case(suite, server, key):
+    """One tree of the sshfs section (even: bench.py's layout; uneven: most of it
+    under one top-level directory) served over sshfs through the relay."""
+    a = suite.args
+    data = suite.data.get(key)
+    d = suite.section_dir(key)
     relay = Relay(suite.servers, server.port, a.delay_ms, d)
     mount = None
     stats = None
@@ -587,9 +616,9 @@ def section_sshfs(suite):
         par = gnu_parallel()
         if par:
             names += ["parallel-p%d" % j for j in a.parallel_jobs]
-        src = Data("sshfs", mount.mountpoint, data.count, data.about)
-        r = suite.run_local("sshfs", src, ["--tools", ",".join(names),
-                                           "--procs", join_ints(a.sshfs_procs)])
+        src = Data(key, mount.mountpoint, data.count, data.about)
+        r = suite.run_local(key, src, ["--tools", ",".join(names),
+                                       "--procs", join_ints(a.sshfs_procs)])
     finally:
         if mount is not None:
             mount.stop()
@@ -616,8 +645,8 @@ def section_sshfs(suite):
             "GNU parallel is not installed: its rows are left out (apt-get install -y "
             "parallel)"),
     ]
-    return [result("sshfs", data.about, lines, r["table"], r["rows"], r["runs"],
-                   r["failures"], r["outliers"])]
+    return result("sshfs", data.about, lines, r["table"], r["rows"], r["runs"],
+                  r["failures"], r["outliers"])
 
 
 def section_scaling(suite):
@@ -810,6 +839,11 @@ def parse_args(argv):
                    help="msrsync -p in compress [2,4]")
     p.add_argument("--cipher-procs", type=parse_int_list, default=[2], metavar="N,N",
                    help="msrsync -p in ssh [2]")
+    p.add_argument("--sshfs-data", type=lambda t: [x for x in t.split(",") if x],
+                   default=["even", "uneven"], metavar="LIST",
+                   help="trees of the sshfs section: even (bench.py's layout), uneven "
+                   "(%d%%%% of the files under one top-level directory) [even,uneven]"
+                   % (UNEVEN_SHARE * 100))
     p.add_argument("--sshfs-procs", type=parse_int_list, default=[1, 2, 4, 8, 16],
                    metavar="N,N", help="msrsync -p in sshfs [1,2,4,8,16]")
     p.add_argument("--parallel-jobs", type=parse_int_list, default=[4, 8, 16],
