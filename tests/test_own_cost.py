@@ -12,7 +12,7 @@ import time
 import pytest
 
 from helpers import (age, assert_same_tree, build, differential, load_msrsync,
-                     run_msrsync, run_rsync)
+                     oracle_figures, run_msrsync, run_rsync)
 
 RSYNC = shutil.which("rsync")
 PARTS = ["main", "monitor", "scan", "bucket_lists", "workers", "reaper", "beside",
@@ -175,3 +175,39 @@ def test_a_preflight_that_refuses_beside_the_scan_leaves_nothing(tmp_path):
     assert not log.exists(), log.read_text()
     assert not dest.exists()
     assert list(bdir.iterdir()) == []
+
+
+def test_a_rerun_over_a_latency_bound_src_sends_small_subtrees_unwalked_sized_by_dest(
+        tmp_path, monkeypatch):
+    """A re-run over a latency-bound SRC (forced with MSRSYNC_STAT_ROUND_TRIP=0 and
+    --scan-threads) neither walks nor reads ahead a subdirectory whose copy in DEST
+    is small (a quarter of a bucket's caps): rsync -r walks it, counted meanwhile
+    by its copy; a bigger one is walked, to be split.  SRC gained files since
+    DEST's copy, and lost some: the totals are still rsync's count, and DEST
+    ends as plain rsync leaves the same DEST."""
+    monkeypatch.setenv("MSRSYNC_STAT_ROUND_TRIP", "0")
+    monkeypatch.setenv("MSRSYNC_IDLE_CUT", "30")     # none goes out for waiting workers
+    src = os.fsencode(tmp_path / "src")
+    _tree(src, dirs=10, files=5)
+    build(src, {"big/b%03d" % i: "b %d\n" % i for i in range(400)})
+    age(src)
+    dest = os.fsencode(tmp_path / "d")
+    expected = os.fsencode(tmp_path / "rsync")       # the same DEST, for plain rsync
+    for there in (dest, expected):
+        assert run_rsync(src + b"/", there + b"/", opts=["-a"]).returncode == 0
+    build(src, {"d03/new%d" % i: "new\n" for i in range(3)})
+    os.unlink(os.path.join(src, b"d05", b"f000"))
+    os.unlink(os.path.join(src, b"d07", b"f001"))
+    # the root fits a bucket: its whole subtree goes out, counted partly by
+    # DEST's copies; then, with 800 files more, it is split and they go out apart
+    for more in (0, 800):
+        build(src, {"big2/c%03d" % i: "c\n" for i in range(more)})
+        age(src)
+        oracle = oracle_figures([src + b"/"], tmp_path, ["-a"])
+        _, s = _summary(tmp_path, "--scan-threads", "2", "-p", "3", "--rsync", "-a",
+                        src + b"/", dest)
+        assert s["scan_handed_out_unwalked"] == 10, s
+        assert s["entries_total"] == s["entries_done"] == oracle["Number of files"], \
+            (more, s, oracle)
+    assert run_rsync(src + b"/", expected + b"/", opts=["-a"]).returncode == 0
+    assert_same_tree(tmp_path / "rsync", tmp_path / "d")
