@@ -181,8 +181,9 @@ def test_a_rerun_over_a_latency_bound_src_sends_small_subtrees_unwalked_sized_by
         tmp_path, monkeypatch):
     """A re-run over a latency-bound SRC (forced with MSRSYNC_STAT_ROUND_TRIP=0 and
     --scan-threads) neither walks nor reads ahead a subdirectory whose copy in DEST
-    is small (a quarter of a bucket's caps): rsync -r walks it, counted meanwhile
-    by its copy; a bigger one is walked, to be split.  SRC gained files since
+    is small (a quarter of a bucket's caps) and has SRC's mtime: rsync -r walks
+    it, counted meanwhile by its copy; a bigger one, or a copy cut short, is
+    walked.  SRC gained files since
     DEST's copy, and lost some: the totals are still rsync's count, and DEST
     ends as plain rsync leaves the same DEST."""
     monkeypatch.setenv("MSRSYNC_STAT_ROUND_TRIP", "0")
@@ -209,5 +210,10 @@ def test_a_rerun_over_a_latency_bound_src_sends_small_subtrees_unwalked_sized_by
         assert s["scan_handed_out_unwalked"] == 10, s
         assert s["entries_total"] == s["entries_done"] == oracle["Number of files"], \
             (more, s, oracle)
+    # a copy cut short (its directory's mtime not SRC's) is walked
+    os.utime(os.path.join(dest, b"d04"), (1, 1))
+    _, s = _summary(tmp_path, "--scan-threads", "2", "-p", "3", "--rsync", "-a", src + b"/",
+                    dest)
+    assert s["scan_handed_out_unwalked"] == 9, s
     assert run_rsync(src + b"/", expected + b"/", opts=["-a"]).returncode == 0
     assert_same_tree(tmp_path / "rsync", tmp_path / "d")
