@@ -217,3 +217,25 @@ def test_a_rerun_over_a_latency_bound_src_sends_small_subtrees_unwalked_sized_by
     assert s["scan_handed_out_unwalked"] == 9, s
     assert run_rsync(src + b"/", expected + b"/", opts=["-a"]).returncode == 0
     assert_same_tree(tmp_path / "rsync", tmp_path / "d")
+
+
+def test_a_waiting_worker_is_never_handed_a_subtree_whose_copy_in_dest_is_big(
+        tmp_path, monkeypatch):
+    """Workers that wait get subtrees the scan has not walked (forced here with
+    MSRSYNC_IDLE_CUT=0); on a re-run over a latency-bound SRC, one whose copy in
+    DEST is big (big/, 400 files) is walked instead, so that a tree whose top
+    level is uneven is not copied by one rsync while the others wait: only the
+    six small ones go out unwalked or counted by their copy."""
+    monkeypatch.setenv("MSRSYNC_STAT_ROUND_TRIP", "0")
+    monkeypatch.setenv("MSRSYNC_IDLE_CUT", "0")
+    src = os.fsencode(tmp_path / "src")
+    build(src, dict([("big/b%03d" % i, "b %d\n" % i) for i in range(400)] +
+                    [("d%d/f%d" % (d, f), "f\n") for d in range(6) for f in range(5)]))
+    age(src)
+    dest = os.fsencode(tmp_path / "d")
+    assert run_rsync(src + b"/", dest + b"/", opts=["-a"]).returncode == 0
+    for _ in range(3):
+        _, s = _summary(tmp_path, "--scan-threads", "2", "-p", "4", "--rsync", "-a",
+                        src + b"/", dest)
+        assert s["scan_handed_out_unwalked"] == 6, s
+    assert_same_tree(tmp_path / "src", tmp_path / "d")
