@@ -1,7 +1,8 @@
 """What msrsync itself costs, and what it asks of a latency-bound SRC: its own CPU
 time by part in --json and --stats, a worker that waits for its rsync's end
-without looking, a re-run whose sample sizes come from DEST's copies, and the
-pre-flight run beside the scan (nothing copied when it refuses)."""
+without looking, a latency-bound SRC asked less (directories typed by the
+listing, a re-run sized by DEST's copies), and the pre-flight's probe removed
+without an rsync of its own (nothing copied when it refuses)."""
 
 import json
 import os
@@ -147,9 +148,10 @@ def test_a_dest_made_inside_src_is_left_out_by_a_latency_bound_scan(tmp_path, mo
     assert sorted(os.listdir(dest)) == sorted(os.listdir(src))
 
 
-def test_a_preflight_that_refuses_beside_the_scan_leaves_nothing(tmp_path):
-    """The scan runs beside the pre-flight; a refusal stops it: no worker
-    started, no DEST made, no bucket directory left.  The refusal is a DEST
+def test_a_preflight_that_refuses_runs_no_copy_and_leaves_nothing(tmp_path):
+    """A refusal of the pre-flight, whose probe now leaves a local DEST
+    without an rsync of its own: no rsync of the copy ran, no DEST made, no
+    bucket directory left, and no probe either.  The refusal is a DEST
     that keeps no owner, played by a wrapper that sends the probe with
     --no-o --no-g last (its dry run, as the run's options ask, then itemizes the
     owner and group); every other rsync is logged, and none may run."""
