@@ -462,8 +462,10 @@ def _unwalking_scanner(waiting):
 def test_workers_waiting_at_once_get_an_unwalked_subtree_each(tmp_path, monkeypatch):
     """Three workers wait when the scan has listed the root: three subtrees go out
     unwalked in one go (one every IDLE_CUT left the eighth rsync of -p 8 starting
-    0.2 s after the first over sshfs); the rest is walked; the root holds
-    directories alone, so it gets no "./" entry of its own (an rsync listing every
+    0.2 s after the first over sshfs), from the end of the root's list; the rest
+    is walked from its front (so the subtree the walk enters next, which may hold
+    most of the tree, is measured, not sent whole); the root holds directories
+    alone, so it gets no "./" entry of its own (an rsync listing every
     subdirectory) but goes to the directory pass."""
     monkeypatch.setattr(m, "IDLE_CUT", 0.0)
     src = tmp_path / "src"
@@ -473,7 +475,7 @@ def test_workers_waiting_at_once_get_an_unwalked_subtree_each(tmp_path, monkeypa
     scanner, units, dirs, shares = _unwalking_scanner([3])
     scanner.scan(m.Source(b"src", os.fsencode(src), b".", True))
     assert scanner.unwalked.count == 3
-    assert [u[:2] for u in units] == [(m.UNIT_TREE, b"d%d" % i) for i in range(6)]
+    assert [u[:2] for u in units] == [(m.UNIT_TREE, b"d%d" % i) for i in (5, 4, 3, 0, 1, 2)]
     assert shares == [1, 2, 3]                # each handed to the bucketer at once
     # unwalked: 1 entry each, the first carrying the root's; walked: d and f
     assert [u[2] for u in units] == [2, 1, 1, 2, 2, 2]
