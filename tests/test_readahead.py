@@ -17,8 +17,9 @@ import time
 
 import pytest
 
-from helpers import (age, build, differential, load_msrsync, make_tree, processes,
-                     rsync_processes_mentioning, run_msrsync, start_msrsync, wait_for)
+from helpers import (age, build, differential, end, load_msrsync, make_tree, processes,
+                     rsync_processes_mentioning, run_msrsync, running_rsyncs, start_msrsync,
+                     wait_for)
 
 
 MSR = load_msrsync()
@@ -406,12 +407,10 @@ def test_a_signal_to_msrsync_alone_leaves_no_readahead_behind(tmp_path, signum):
         assert b"Traceback" not in err
         left = [pid for pid in forks if _alive(pid)]
         assert not left, "readaheads left running: %r" % left
+        left = running_rsyncs(tmp_path)
+        assert not left, "rsyncs outlived msrsync: %r" % left
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-        for pid, _ in rsync_processes_mentioning(os.fsencode(tmp_path)):
-            os.kill(pid, signal.SIGKILL)
+        end(proc, tmp_path)
 
 
 def _elsewhere_shell(tmp_path):
