@@ -148,13 +148,15 @@ def test_a_dest_made_inside_src_is_left_out_by_a_latency_bound_scan(tmp_path, mo
     assert sorted(os.listdir(dest)) == sorted(os.listdir(src))
 
 
-def test_a_preflight_that_refuses_runs_no_copy_and_leaves_nothing(tmp_path):
+@pytest.mark.parametrize("threads", [[], ["--scan-threads", "2"]], ids=["cold", "read-ahead"])
+def test_a_preflight_that_refuses_runs_no_copy_and_leaves_nothing(tmp_path, threads):
     """A refusal of the pre-flight, whose probe now leaves a local DEST
     without an rsync of its own: no rsync of the copy ran, no DEST made, no
     bucket directory left, and no probe either.  The refusal is a DEST
     that keeps no owner, played by a wrapper that sends the probe with
     --no-o --no-g last (its dry run, as the run's options ask, then itemizes the
-    owner and group); every other rsync is logged, and none may run."""
+    owner and group); every other rsync is logged, and none may run.  With
+    --scan-threads, SRC read ahead beside the pre-flight is given up with it."""
     if os.geteuid() != 0:
         pytest.skip("needs root: the probe gives an entry another owner")
     src = os.fsencode(tmp_path / "src")
@@ -171,8 +173,10 @@ def test_a_preflight_that_refuses_runs_no_copy_and_leaves_nothing(tmp_path):
     bdir = tmp_path / "b"
     bdir.mkdir()
     dest = tmp_path / "new-dest"
-    cp = run_msrsync("-p", "3", "-b", bdir, "--rsync", "-a", src + b"/", dest, env=env)
+    cp = run_msrsync(*(threads + ["-p", "3", "-b", bdir, "--rsync", "-a", src + b"/", dest]),
+                     env=env)
     assert cp.returncode == 48, cp.stderr
+    assert b"Traceback" not in cp.stderr
     assert b"pre-flight" in cp.stderr and b"owner" in cp.stderr, cp.stderr
     assert not log.exists(), log.read_text()
     assert not dest.exists()
@@ -240,4 +244,28 @@ def test_a_waiting_worker_is_never_handed_a_subtree_whose_copy_in_dest_is_big(
         _, s = _summary(tmp_path, "--scan-threads", "2", "-p", "4", "--rsync", "-a",
                         src + b"/", dest)
         assert s["scan_handed_out_unwalked"] == 6, s
+    assert_same_tree(tmp_path / "src", tmp_path / "d")
+
+
+def test_a_rerun_over_a_latency_bound_src_hands_no_small_copy_alone_to_a_waiting_worker(
+        tmp_path, monkeypatch):
+    """Workers wait at once (MSRSYNC_IDLE_CUT=0), yet on a re-run over a latency-bound
+    SRC a subdirectory whose copy in DEST is small is not handed to one of them
+    alone: counted by its copy as soon as the walk reaches it, it goes out with its
+    neighbours (rsyncs are starts, and walks of their root's path), here all of
+    them in the root, which fits the caps: one rsync -r, not one a subdirectory.
+    DEST ends as plain rsync leaves it."""
+    monkeypatch.setenv("MSRSYNC_STAT_ROUND_TRIP", "0")
+    monkeypatch.setenv("MSRSYNC_IDLE_CUT", "0")
+    src = os.fsencode(tmp_path / "src")
+    _tree(src, dirs=24, files=5)
+    dest = os.fsencode(tmp_path / "d")
+    assert run_rsync(src + b"/", dest + b"/", opts=["-a"]).returncode == 0
+    build(src, {"d%02d/new" % d: "new\n" for d in (3, 17)})
+    age(src)
+    for _ in range(3):
+        _, s = _summary(tmp_path, "--scan-threads", "2", "-p", "4", "--rsync", "-a",
+                        src + b"/", dest)
+        assert s["scan_handed_out_unwalked"] == 24, s
+        assert s["buckets_total"] == 1, s
     assert_same_tree(tmp_path / "src", tmp_path / "d")

@@ -3,12 +3,13 @@
 import argparse
 import collections
 import os
+import subprocess
 import threading
 
 import pytest
 
 from helpers import (RECENT_NS, age, assert_same_tree, build, load_msrsync, make_tree,
-                     rsync_stats_figures, run_cmd, run_rsync, snapshot)
+                     rsync_stats_figures, run_cmd, run_rsync, snapshot, wait_for)
 
 m = load_msrsync()
 BAD_VALUE = (argparse.ArgumentTypeError, ValueError)
@@ -481,6 +482,75 @@ def test_workers_waiting_at_once_get_an_unwalked_subtree_each(tmp_path, monkeypa
     assert [u[2] for u in units] == [2, 1, 1, 2, 2, 2]
     assert scanner.entries == sum(u[2] for u in units)
     assert dirs == [b"."]
+
+
+def test_waiting_workers_get_no_subtree_whose_small_copy_in_dest_counts_it(tmp_path,
+                                                                            monkeypatch):
+    """A re-run over a latency-bound SRC: workers wait, but every subdirectory has a
+    small copy in DEST, which counts it as soon as the walk reaches it (no round
+    trip to SRC): none goes out alone to a waiting worker; the root, fitting,
+    goes out whole, with the counts of DEST's copies."""
+    monkeypatch.setattr(m, "IDLE_CUT", 0.0)
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    for i in range(6):
+        (src / ("d%d" % i)).mkdir(parents=True)
+        (src / ("d%d" % i) / "f").write_bytes(b"x")
+    assert subprocess.run(["rsync", "-a", "%s/" % src, "%s/" % dest]).returncode == 0
+    scanner, units, dirs, shares = _unwalking_scanner([3, 3, 3, 3, 3, 3, 3])
+    fs = m.PrefetchFS(2, False, copies=(os.fsencode(src), os.fsencode(dest)), dir_stats=False,
+                      dir_times=True)
+    try:
+        scanner.scan(m.Source(b"src", os.fsencode(src), b".", True), view=fs)
+    finally:
+        fs.close()
+    assert [u[:3] for u in units] == [(m.UNIT_TREE, b".", 13)]
+    assert shares == []
+    assert scanner.unwalked.count == 6
+
+
+def test_a_src_read_ahead_beside_the_preflight_is_the_listing_its_scan_takes(tmp_path,
+                                                                              monkeypatch):
+    """Beside the pre-flight, a SRC read ahead by threads (--scan-threads) has its root
+    listed early (SourceLister.warm); its scan then takes that listing, reading no
+    directory twice, and cuts the same units as a scan started cold.  What no scan
+    takes (the pre-flight refused) is given up, its threads ended."""
+    src = tmp_path / "src"
+    for i in range(5):
+        (src / ("d%d" % i) / "s").mkdir(parents=True)
+        (src / ("d%d" % i) / "s" / "f").write_bytes(b"x" * i)
+    reads = collections.Counter()
+    plain_read = m.PrefetchFS._read
+
+    def counted(fs, path):
+        reads[path] += 1
+        return plain_read(fs, path)
+    monkeypatch.setattr(m.PrefetchFS, "_read", counted)
+    settings = m.ListSettings(options=m.RsyncOptions("-a"), remote=(), dest=None,
+                              scan_threads=2, rsync="rsync", log_path=b"/dev/null", workers=2,
+                              observed=False, every_entry=False, own_walk=None)
+    source = m.Source(b"src", os.fsencode(src), b".", True)
+
+    def scan(early):
+        reads.clear()
+        scanner, units, dirs, _ = _unwalking_scanner([])
+        lister = m.SourceLister(settings, scanner, lambda path: "nfs")
+        if early:
+            lister.warm(source)
+            assert lister.early is not None and lister.early[0] is source
+            assert wait_for(lambda: reads[os.fsencode(src)] == 1, 10), reads
+        lister.list(source)
+        assert lister.early is None
+        assert set(reads.values()) == {1}, reads
+        return units, dirs
+
+    assert scan(True) == scan(False)
+    scanner, _, _, _ = _unwalking_scanner([])
+    lister = m.SourceLister(settings, scanner, lambda path: "nfs")
+    lister.warm(source)
+    fs = lister.early[1]
+    lister.drop_early()
+    assert lister.early is None and fs.closed
+    assert not [t for pool in (fs.pool, fs.stat_pool) for t in pool._threads if t.is_alive()]
 
 
 def test_a_directory_with_files_still_gets_its_own_entry_when_split(tmp_path, monkeypatch):
