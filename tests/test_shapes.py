@@ -597,6 +597,28 @@ def test_buckets_are_not_held_where_dest_is_a_network_file_system(tmp_path, sshf
         assert (again["buckets_total"] == 2) == held, (dest, again)
 
 
+def test_over_sshfs_workers_get_subtrees_at_once_but_the_one_walked_next(tmp_path,
+                                                                           sshfs_dir,
+                                                                           monkeypatch):
+    """SRC over sshfs, whose type says a stat is a round trip: the workers waiting at
+    the start get subtrees unwalked at once, however long IDLE_CUT (the scan's first
+    buckets are a round trip an entry away), from the end of the root's list, and
+    never the first, which the walk enters next; DEST ends as rsync leaves it."""
+    served = os.fsencode(tmp_path / "served")
+    spec = {}
+    for d in range(3):
+        for f in range(4):
+            spec["d%d/s/f%d" % (d, f)] = "%d %d\n" % (d, f)
+    build(os.path.join(served, b"src"), spec)
+    age(os.path.join(served, b"src"))
+    src = os.fsencode(sshfs_dir / "src")
+    summary = tmp_path / "summary.json"
+    monkeypatch.setenv("MSRSYNC_IDLE_CUT", "3600")
+    differential(tmp_path / "w", [src + b"/"], ["--json", summary, "-p", "4"], ["-a"])
+    s = json.loads(summary.read_text())
+    assert s["scan_handed_out_unwalked"] == 2, s
+
+
 @pytest.mark.parametrize("extra", [["-f", "50"], ["--rsync", "-aH"]], ids=["caps-given", "H"])
 def test_a_local_scan_stats_every_file_where_it_needs_them(tmp_path, extra):
     src = os.fsencode(tmp_path / "src")

@@ -484,6 +484,79 @@ def test_workers_waiting_at_once_get_an_unwalked_subtree_each(tmp_path, monkeypa
     assert dirs == [b"."]
 
 
+def test_the_subdirectory_the_walk_enters_next_never_goes_out_unwalked(tmp_path,
+                                                                        monkeypatch):
+    """More workers wait than the root has subdirectories: all go out unwalked but
+    the first, which the walk enters next (on an uneven tree the one holding most
+    of it, measured and split rather than given whole to one rsync)."""
+    monkeypatch.setattr(m, "IDLE_CUT", 0.0)
+    src = tmp_path / "src"
+    for i in range(3):
+        (src / ("d%d" % i)).mkdir(parents=True)
+        (src / ("d%d" % i) / "f").write_bytes(b"x")
+    scanner, units, dirs, shares = _unwalking_scanner([8, 8, 8, 8])
+    scanner.scan(m.Source(b"src", os.fsencode(src), b".", True))
+    assert [u[:2] for u in units] == [(m.UNIT_TREE, b"d%d" % i) for i in (2, 1, 0)]
+    assert scanner.unwalked.count == 2
+    assert [u[2] for u in units] == [2, 1, 2]     # d0 walked: itself and f
+
+
+@pytest.mark.parametrize("at_once", [True, False], ids=["network-fs", "local"])
+def test_on_a_network_file_system_workers_waiting_at_the_start_get_subtrees_at_once(
+        tmp_path, monkeypatch, at_once):
+    """SRC on a network file system (at_once): while every worker waits and nothing
+    went out yet, one subtree a worker goes out unwalked without waiting IDLE_CUT
+    (there the scan's first idle time is the workers'); elsewhere the scan first
+    has IDLE_CUT to measure what would go out blind, here all of it."""
+    monkeypatch.setattr(m, "IDLE_CUT", 3600.0)
+    src = tmp_path / "src"
+    for i in range(6):
+        (src / ("d%d" % i)).mkdir(parents=True)
+        (src / ("d%d" % i) / "f").write_bytes(b"x")
+    sink = _Sink(lambda unit, rel, n, size: (unit, rel, n), [2, 2, 2, 2, 2, 2, 2, 2])
+    early = m.HandOut(sink.waiting, 2, subtrees=True)
+    early.begin_source(unwalked=True, on_demand=True, at_once=at_once)
+    scanner = m.Scanner(_settings(1000), sink, threading.Event(), early)
+    scanner.scan(m.Source(b"src", os.fsencode(src), b".", True))
+    handed = [(m.UNIT_TREE, b"d5", 2), (m.UNIT_TREE, b"d4", 1)] if at_once else []
+    assert sink.units[:len(handed)] == handed
+    assert scanner.unwalked.count == len(handed)
+    # once something went out, the rest waits for IDLE_CUT as before: walked
+    assert sorted(u[1] for u in sink.units[len(handed):]) == \
+        ([b"d%d" % i for i in range(4)] if at_once else [b"."])
+
+
+def test_a_subtree_handed_out_unwalked_is_read_ahead_no_further(tmp_path, monkeypatch):
+    """What the read-ahead threads hold of a subtree that went out unwalked (rsync -r
+    walks it) is given up: its subdirectory queued behind another listing is never
+    read; the other listing still is."""
+    for name in ("a/s", "b"):
+        (tmp_path / name).mkdir(parents=True)
+    a, b = os.fsencode(tmp_path / "a"), os.fsencode(tmp_path / "b")
+    gate, reads = threading.Event(), collections.Counter()
+    plain_read = m.PrefetchFS._read
+
+    def gated(fs, path):
+        if path == b:
+            assert gate.wait(10)
+        reads[path] += 1
+        return plain_read(fs, path)
+    monkeypatch.setattr(m.PrefetchFS, "_read", gated)
+    fs = m.PrefetchFS(1, False, dir_stats=False)
+    try:
+        fs.hint([a, b])
+        # the one thread lists a (queueing a/s), then waits on b's gate
+        assert wait_for(lambda: reads[a] == 1 and os.path.join(a, b"s") in fs.futures, 10)
+        fs.forget(a)
+        assert not [p for p in list(fs.futures) + list(fs.queued) if p.startswith(a)]
+        gate.set()
+        assert fs.scandir(b, b"b").entries == []
+    finally:
+        gate.set()
+        fs.close()
+    assert reads == {a: 1, b: 1}
+
+
 def test_waiting_workers_get_no_subtree_whose_small_copy_in_dest_counts_it(tmp_path,
                                                                             monkeypatch):
     """A re-run over a latency-bound SRC: workers wait, but every subdirectory has a
