@@ -859,9 +859,17 @@ def metric_value(text_, name, **labels):
 
 
 def dest_bytes(dest):
-    """The bytes of DEST's files, DEST as a str, bytes or a pathlib path."""
-    return sum(os.lstat(os.path.join(top, f)).st_size
-               for top, _, files in os.walk(os.fsdecode(os.fspath(dest))) for f in files)
+    """The bytes of DEST's files, DEST as a str, bytes or a pathlib path, while a
+    run may still be writing it: a file gone between the listing and its stat (an
+    rsync's temporary file renamed, the pre-flight's probe removed) counts nothing."""
+    total = 0
+    for top, _, files in os.walk(os.fsdecode(os.fspath(dest))):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(top, f)).st_size
+            except FileNotFoundError:
+                pass
+    return total
 
 
 def assert_reports_agree(tmp_path, stdout, stderr, done, total, dest):
