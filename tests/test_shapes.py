@@ -619,6 +619,30 @@ def test_over_sshfs_workers_get_subtrees_at_once_but_the_one_walked_next(tmp_pat
     assert s["scan_handed_out_unwalked"] == 2, s
 
 
+def test_over_sshfs_directories_of_directories_go_out_as_them_and_end_as_rsyncs(
+        tmp_path, sshfs_dir, monkeypatch):
+    """SRC over sshfs: a directory holding subdirectories alone goes out as them (a
+    round trip a file fewer for rsync, which opens each file by a walk from the
+    subtree it was named), at every depth; the directory pass gives those
+    directories their modes and times: DEST ends as rsync leaves it."""
+    served = os.path.join(os.fsencode(tmp_path / "served"), b"src")
+    spec = {"top": "top\n", "x/y/f": "y\n", "x/y/g": "g\n"}
+    for leaf in ("c", "d"):
+        for f in range(3):
+            spec["a/b/%s/f%d" % (leaf, f)] = "%s %d\n" % (leaf, f)
+    build(served, spec)
+    for rel, mode in ((b"a", 0o750), (b"a/b", 0o711), (b"x", 0o700)):
+        os.chmod(os.path.join(served, rel), mode)
+    age(served)
+    src = os.fsencode(sshfs_dir / "src")
+    monkeypatch.setenv("MSRSYNC_IDLE_CUT", "3600")
+    lists = _bucket_commands(tmp_path, "-p", "2", src + b"/", os.fsencode(tmp_path / "d"))
+    names = sorted(n for entries in lists.values() for n in entries)
+    assert b"a/b/c" in names and b"a/b/d" in names, lists
+    assert b"a" not in names and b"a/b" not in names, lists
+    differential(tmp_path / "w", [src + b"/"], ["-p", "2"], ["-a"])
+
+
 @pytest.mark.parametrize("extra", [["-f", "50"], ["--rsync", "-aH"]], ids=["caps-given", "H"])
 def test_a_local_scan_stats_every_file_where_it_needs_them(tmp_path, extra):
     src = os.fsencode(tmp_path / "src")

@@ -526,6 +526,34 @@ def test_on_a_network_file_system_workers_waiting_at_the_start_get_subtrees_at_o
         ([b"d%d" % i for i in range(4)] if at_once else [b"."])
 
 
+@pytest.mark.parametrize("at_once", [True, False], ids=["network-fs", "local"])
+def test_on_a_network_file_system_a_directory_of_directories_goes_out_as_them(
+        tmp_path, monkeypatch, at_once):
+    """SRC on a network file system, where rsync opens each file by a walk from the
+    subtree it was named, a round trip a component: a directory that holds
+    subdirectories alone (at any depth) goes out as its subdirectories, one level
+    deeper, and to the directory pass; one holding a file goes out whole.  Elsewhere
+    the root, fitting, goes out whole as before."""
+    monkeypatch.setattr(m, "IDLE_CUT", 3600.0)
+    src = tmp_path / "src"
+    for path in ("a/b/c/f", "a/b/d/f", "x/y/f", "x/z/f", "w/f", "w/v/f"):
+        (src / path).parent.mkdir(parents=True, exist_ok=True)
+        (src / path).write_bytes(b"x")
+    sink = _Sink(lambda unit, rel, n, size: (unit, rel, n))
+    early = m.HandOut(sink.waiting, 2, subtrees=True)
+    early.begin_source(unwalked=True, on_demand=True, at_once=at_once)
+    scanner = m.Scanner(_settings(1000), sink, threading.Event(), early)
+    scanner.scan(m.Source(b"src", os.fsencode(src), b".", True))
+    if at_once:
+        assert [u[:2] for u in sink.units] == [(m.UNIT_TREE, rel) for rel in (
+            b"a/b/c", b"a/b/d", b"w", b"x/y", b"x/z")]
+        assert sorted(sink.dirs) == [b".", b"a", b"a/b", b"x"]
+    else:
+        assert [u[:2] for u in sink.units] == [(m.UNIT_TREE, b".")]
+    # every entry counted once: 6 files, 9 directories and the root
+    assert sum(u[2] for u in sink.units) == scanner.entries == 16
+
+
 def test_a_subtree_handed_out_unwalked_is_read_ahead_no_further(tmp_path, monkeypatch):
     """What the read-ahead threads hold of a subtree that went out unwalked (rsync -r
     walks it) is given up: its subdirectory queued behind another listing is never
