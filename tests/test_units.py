@@ -554,6 +554,34 @@ def test_on_a_network_file_system_a_directory_of_directories_goes_out_as_them(
     assert sum(u[2] for u in sink.units) == scanner.entries == 16
 
 
+@pytest.mark.parametrize("threads", [1, 3, 8])
+def test_stat_beneath_gives_each_path_its_lstat_in_order(tmp_path, threads):
+    """The stats the directory pass's trim and the catalog's sample take several at
+    once: each path's own lstat (a symlink named is not followed, one among its
+    directories is), None where missing, in the order asked, however many threads."""
+    root = tmp_path / "r"
+    for path in ("a/b/f", "a/c/g", "d/h", "e"):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(b"x" * len(path))
+    os.symlink("a", str(root / "via"))
+    os.symlink("nowhere", str(root / "dangling"))
+    rels = [b"e", b"a/c/g", b"missing/x", b"via/b/f", b"a", b"dangling", b"a/b/f",
+            b"a/nope", b"d/h", b".", b"e/under-a-file"]
+    open_before = len(os.listdir("/proc/self/fd"))
+    got = m.stat_beneath(os.fsencode(root), rels, threads)
+    assert len(os.listdir("/proc/self/fd")) == open_before     # every directory closed
+    want = []
+    for rel in rels:
+        try:
+            want.append(os.lstat(os.path.join(os.fsencode(root), rel)))
+        except OSError:
+            want.append(None)
+    assert [None if st is None else (st.st_ino, st.st_mode, st.st_size) for st in got] == \
+        [None if st is None else (st.st_ino, st.st_mode, st.st_size) for st in want]
+    assert got[2] is None and got[5] is not None and got[-1] is None
+    assert m.stat_beneath(os.fsencode(tmp_path / "absent"), [b"e"], threads) == [None]
+
+
 def test_a_subtree_handed_out_unwalked_is_read_ahead_no_further(tmp_path, monkeypatch):
     """What the read-ahead threads hold of a subtree that went out unwalked (rsync -r
     walks it) is given up: its subdirectory queued behind another listing is never
