@@ -5,6 +5,7 @@ import collections
 import os
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -611,6 +612,70 @@ def test_a_subtree_handed_out_unwalked_is_read_ahead_no_further(tmp_path, monkey
         gate.set()
         fs.close()
     assert reads == {a: 1, b: 1}
+
+
+def test_the_read_ahead_times_its_first_stats_on_a_sample_not_on_every_directory(
+        tmp_path, monkeypatch):
+    """SRC where a stat is a round trip (stats slowed here): while the first stats are
+    timed, the other read-ahead threads wait for the verdict rather than stat every
+    file of the directory each lists; once it says round trips, they stat a sample.
+    Every listing still holds every entry."""
+    monkeypatch.setattr(m, "STAT_ROUND_TRIP", 1e-9)
+    for d in range(10):
+        for f in range(50):
+            (tmp_path / ("d%d" % d) / ("f%02d" % f)).parent.mkdir(exist_ok=True)
+            (tmp_path / ("d%d" % d) / ("f%02d" % f)).write_bytes(b"x" * f)
+    plain_stat, files_stated = os.stat, collections.Counter()
+
+    def slow_stat(path, *args, **kwargs):
+        if kwargs.get("dir_fd") is not None and os.fsdecode(path).startswith("f"):
+            time.sleep(0.002)
+            files_stated[path] += 1
+        return plain_stat(path, *args, **kwargs)
+    monkeypatch.setattr(m.os, "stat", slow_stat)
+    dirs = [os.fsencode(tmp_path / ("d%d" % d)) for d in range(10)]
+    fs = m.PrefetchFS(8, False, names_only=True, dir_stats=False)
+    try:
+        fs.hint(dirs)
+        listings = [fs.scandir(d, os.path.basename(d)) for d in dirs]
+    finally:
+        fs.close()
+    assert fs.names_only
+    # the sample's directories in full, then 4 files a directory
+    assert sum(files_stated.values()) <= 2 * 50 + 10 * m.SAMPLE_FILES, files_stated
+    for listing in listings:
+        assert len(listing.entries) + len(listing.files) + len(listing.links) == 50
+
+
+def test_a_rerun_reads_ahead_no_subdirectory_before_its_copy_in_dest_is_weighed(
+        tmp_path, monkeypatch):
+    """A re-run over a latency-bound SRC: a subdirectory with a copy in DEST is not
+    listed ahead as soon as its parent is (the copy may count it, and then nothing
+    walks it: the listing would be a round trip for nothing); one without a copy is.
+    The scan's own hint, once the copies are weighed, still reads it ahead."""
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    for name in ("a", "b", "c"):
+        (src / name / "s").mkdir(parents=True)
+    for name in ("a", "b"):
+        (dest / name).mkdir(parents=True)
+    reads = collections.Counter()
+    plain_read = m.PrefetchFS._read
+
+    def counted(fs, path):
+        reads[os.path.relpath(path, os.fsencode(src))] += 1
+        return plain_read(fs, path)
+    monkeypatch.setattr(m.PrefetchFS, "_read", counted)
+    fs = m.PrefetchFS(2, False, copies=(os.fsencode(src), os.fsencode(dest)), dir_stats=False,
+                      dir_times=True)
+    try:
+        root = fs.scandir(os.fsencode(src), b".")
+        assert sorted(e.name for e in root.entries) == [b"a", b"b", b"c"]
+        assert wait_for(lambda: reads[b"c"] == 1 and reads[b"c/s"] == 1, 10)
+        fs.hint([os.fsencode(src / "b")])
+        assert wait_for(lambda: reads[b"b"] == 1, 10)
+    finally:
+        fs.close()
+    assert reads[b"a"] == 0 and reads[b"a/s"] == 0, reads
 
 
 def test_waiting_workers_get_no_subtree_whose_small_copy_in_dest_counts_it(tmp_path,
