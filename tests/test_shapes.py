@@ -619,6 +619,37 @@ def test_over_sshfs_workers_get_subtrees_at_once_but_the_one_walked_next(tmp_pat
     assert s["scan_handed_out_unwalked"] == 2, s
 
 
+def test_over_sshfs_subtrees_handed_out_at_once_go_one_level_deeper_where_they_can(
+        tmp_path, sshfs_dir, monkeypatch):
+    """SRC over sshfs, workers waiting at the start: a subtree handed out at once
+    that holds one subdirectory alone goes out as it (rsync opens each file by a walk
+    from the subtree it was named, a round trip a level), one holding a file too
+    goes out whole; with --delete, what DEST holds beside the subdirectory of one
+    named deeper still goes, and its mode and times are SRC's: DEST ends as rsync
+    leaves it."""
+    served = os.path.join(os.fsencode(tmp_path / "served"), b"src")
+    spec = {"d3/f": "f\n", "d3/u/f": "u\n"}
+    for d in range(3):
+        for f in range(4):
+            spec["d%d/s/f%d" % (d, f)] = "%d %d\n" % (d, f)
+    build(served, spec)
+    for rel, mode in ((b"d1", 0o750), (b"d2", 0o711)):
+        os.chmod(os.path.join(served, rel), mode)
+    age(served)
+    src = os.fsencode(sshfs_dir / "src")
+    monkeypatch.setenv("MSRSYNC_IDLE_CUT", "3600")
+    lists = _bucket_commands(tmp_path, "-p", "4", src + b"/", os.fsencode(tmp_path / "d"))
+    names = sorted(n for entries in lists.values() for n in entries)
+    assert b"d1/s" in names and b"d2/s" in names and b"d3" in names, lists
+    assert b"d1" not in names and b"d2" not in names, lists
+
+    def stale(dest):
+        build(dest, {"d1/old": "old", "d2/gone/x": "old", "d2/s/old": "old"},
+              mtime=1000000000)
+    differential(tmp_path / "w", [src + b"/"], ["-p", "4"], ["-a", "--delete"],
+                 prepare_dest=stale)
+
+
 def test_over_sshfs_directories_of_directories_go_out_as_them_and_end_as_rsyncs(
         tmp_path, sshfs_dir, monkeypatch):
     """SRC over sshfs: a directory holding subdirectories alone goes out as them (a

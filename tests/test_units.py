@@ -583,6 +583,39 @@ def test_stat_beneath_gives_each_path_its_lstat_in_order(tmp_path, threads):
     assert m.stat_beneath(os.fsencode(tmp_path / "absent"), [b"e"], threads) == [None]
 
 
+@pytest.mark.parametrize("at_once", [True, False], ids=["network-fs", "local"])
+def test_a_subtree_handed_out_at_once_that_holds_one_directory_goes_out_as_it(
+        tmp_path, monkeypatch, at_once):
+    """SRC on a network file system, workers waiting at the start: of the subtrees
+    handed out at once (listed beside each other by the read-ahead), one that holds
+    a subdirectory alone goes out as it, one level deeper (a round trip a file fewer
+    for rsync), and to the directory pass; one holding a file too goes out whole;
+    every entry is counted once.  Elsewhere the scan waits IDLE_CUT first, as before."""
+    monkeypatch.setattr(m, "IDLE_CUT", 3600.0)
+    src = tmp_path / "src"
+    for path in ("a/f", "b/s/f1", "b/s/f2", "c/f", "c/u/f"):
+        (src / path).parent.mkdir(parents=True, exist_ok=True)
+        (src / path).write_bytes(b"x")
+    sink = _Sink(lambda unit, rel, n, size: (unit, rel, n), [2])
+    early = m.HandOut(sink.waiting, 2, subtrees=True)
+    early.begin_source(unwalked=True, on_demand=True, at_once=at_once)
+    scanner = m.Scanner(_settings(1000), sink, threading.Event(), early)
+    fs = m.PrefetchFS(2, False, dir_stats=False)
+    try:
+        scanner.scan(m.Source(b"src", os.fsencode(src), b".", True), view=fs)
+    finally:
+        fs.close()
+    if at_once:
+        assert [u[1] for u in sink.units if u[0] == m.UNIT_TREE][:2] == [b"c", b"b/s"], \
+            sink.units
+        assert b"b" in sink.dirs and scanner.unwalked.count == 2, sink.dirs
+    else:
+        # the scan's first IDLE_CUT: nothing goes out blind, the root fits
+        assert [u[:2] for u in sink.units] == [(m.UNIT_TREE, b".")]
+        assert b"b" not in sink.dirs
+    assert sum(u[2] for u in sink.units) == scanner.entries
+
+
 def test_a_subtree_handed_out_unwalked_is_read_ahead_no_further(tmp_path, monkeypatch):
     """What the read-ahead threads hold of a subtree that went out unwalked (rsync -r
     walks it) is given up: its subdirectory queued behind another listing is never
