@@ -479,3 +479,38 @@ def test_one_supervised_rsync_is_probed_too_where_dest_is_there(tmp_path, bindfs
     assert os.listdir(str(under / "there")) == []
     cp = run_msrsync("--stats", "--rsync", "-a", src + b"/", os.fsencode(mnt / "new"))
     assert cp.returncode == 23 and b"pre-flight" not in cp.stderr, describe(cp)
+
+
+def test_the_dry_run_starts_once_the_probe_is_sent_not_once_its_rsync_has_exited(
+        tmp_path, monkeypatch):
+    """The probe's send is over (DEST as it leaves it) before its rsync exits, which
+    first waits out sleeps of 20 ms for its children: the dry run starts meanwhile,
+    and the verdict is the same (nothing dropped on this file system)."""
+    msrsync = load_msrsync()
+    dest = tmp_path / "d"
+    dest.mkdir()
+    started = []                          # (argv, the send still running then)
+    plain_watch = msrsync.watch
+
+    def watched(proc):
+        send = started[0][1] if started else None
+        started.append((proc.args, proc, send is not None and send.poll() is None))
+        return plain_watch(proc)
+    monkeypatch.setattr(msrsync, "watch", watched)
+    overlapped = []
+    for attempt in range(3):
+        del started[:]
+        work = tmp_path / ("w%d" % attempt)
+        work.mkdir()
+        preflight = msrsync.Preflight("rsync", msrsync.RsyncOptions("-a"),
+                                      msrsync.parse_endpoint(os.fsencode(dest)),
+                                      os.fsencode(work))
+        preflight.run()
+        assert preflight.dropped == {} and preflight.runs == 2
+        assert [b"-n" in argv for argv, _, _ in started] == [False, True]
+        assert all(proc.returncode == 0 for _, proc, _ in started)
+        overlapped.append(started[1][2])
+        assert os.listdir(str(dest)) == []
+    # (the send's first process sleeps at least once before it exits, unless its
+    # children were gone at its first look)
+    assert any(overlapped), overlapped
