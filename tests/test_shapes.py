@@ -619,6 +619,17 @@ def test_over_sshfs_workers_get_subtrees_at_once_but_the_one_walked_next(tmp_pat
     assert s["scan_handed_out_unwalked"] == 2, s
 
 
+def _served_with_modes(tmp_path, sshfs_dir, spec, modes):
+    """SRC built from spec in the directory sshfs_dir serves, its directories given
+    modes (rel -> mode), aged; its path through the mount."""
+    served = os.path.join(os.fsencode(tmp_path / "served"), b"src")
+    build(served, spec)
+    for rel, mode in modes.items():
+        os.chmod(os.path.join(served, rel), mode)
+    age(served)
+    return os.fsencode(sshfs_dir / "src")
+
+
 def test_over_sshfs_subtrees_handed_out_at_once_go_one_level_deeper_where_they_can(
         tmp_path, sshfs_dir, monkeypatch):
     """SRC over sshfs, workers waiting at the start: a subtree handed out at once
@@ -627,16 +638,11 @@ def test_over_sshfs_subtrees_handed_out_at_once_go_one_level_deeper_where_they_c
     goes out whole; with --delete, what DEST holds beside the subdirectory of one
     named deeper still goes, and its mode and times are SRC's: DEST ends as rsync
     leaves it."""
-    served = os.path.join(os.fsencode(tmp_path / "served"), b"src")
     spec = {"d3/f": "f\n", "d3/u/f": "u\n"}
     for d in range(3):
         for f in range(4):
             spec["d%d/s/f%d" % (d, f)] = "%d %d\n" % (d, f)
-    build(served, spec)
-    for rel, mode in ((b"d1", 0o750), (b"d2", 0o711)):
-        os.chmod(os.path.join(served, rel), mode)
-    age(served)
-    src = os.fsencode(sshfs_dir / "src")
+    src = _served_with_modes(tmp_path, sshfs_dir, spec, {b"d1": 0o750, b"d2": 0o711})
     monkeypatch.setenv("MSRSYNC_IDLE_CUT", "3600")
     lists = _bucket_commands(tmp_path, "-p", "4", src + b"/", os.fsencode(tmp_path / "d"))
     names = sorted(n for entries in lists.values() for n in entries)
@@ -656,16 +662,12 @@ def test_over_sshfs_directories_of_directories_go_out_as_them_and_end_as_rsyncs(
     round trip a file fewer for rsync, which opens each file by a walk from the
     subtree it was named), at every depth; the directory pass gives those
     directories their modes and times: DEST ends as rsync leaves it."""
-    served = os.path.join(os.fsencode(tmp_path / "served"), b"src")
     spec = {"top": "top\n", "x/y/f": "y\n", "x/y/g": "g\n"}
     for leaf in ("c", "d"):
         for f in range(3):
             spec["a/b/%s/f%d" % (leaf, f)] = "%s %d\n" % (leaf, f)
-    build(served, spec)
-    for rel, mode in ((b"a", 0o750), (b"a/b", 0o711), (b"x", 0o700)):
-        os.chmod(os.path.join(served, rel), mode)
-    age(served)
-    src = os.fsencode(sshfs_dir / "src")
+    src = _served_with_modes(tmp_path, sshfs_dir, spec,
+                             {b"a": 0o750, b"a/b": 0o711, b"x": 0o700})
     monkeypatch.setenv("MSRSYNC_IDLE_CUT", "3600")
     lists = _bucket_commands(tmp_path, "-p", "2", src + b"/", os.fsencode(tmp_path / "d"))
     names = sorted(n for entries in lists.values() for n in entries)
