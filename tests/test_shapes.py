@@ -374,8 +374,11 @@ def test_a_scan_without_file_stats_still_sends_huge_files_one_per_bucket(tmp_pat
                                                                          monkeypatch):
     """Without stats a directory of six 40 MiB files would be one 240 MiB unit;
     four are stat'ed as its sample and the other two get their mean size, so
-    each file, bigger than the first size cap (32 MiB), gets a bucket of its own."""
+    each file, bigger than the first size cap (32 MiB), gets a bucket of its own.
+    (No idle hand-out: on a loaded machine a worker waiting IDLE_CUT got `huge`
+    whole, unwalked, before the scan reached it.)"""
     monkeypatch.setenv("MSRSYNC_STAT_ROUND_TRIP", "0")
+    monkeypatch.setenv("MSRSYNC_IDLE_CUT", "3600")
     src = os.fsencode(tmp_path / "src")
     _tree(src)
     os.makedirs(os.path.join(src, b"huge"))
